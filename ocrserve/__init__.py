@@ -1,0 +1,30 @@
+"""ocrserve: documents to structured Markdown, HTML and JSON with Chandra OCR models."""
+
+from __future__ import annotations
+
+from .document import SCHEMA_VERSION, Block, Document, Page, Source
+from .parse import is_repetition_loop, parse_output
+from .profiles import PROFILES, Profile, load_profile
+from .render import render_html, render_json, render_markdown
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "SCHEMA_VERSION", "Block", "Document", "Page", "Source", "Profile", "PROFILES", "load_profile",
+    "parse_output", "is_repetition_loop", "render_markdown", "render_html", "render_json", "convert",
+    "aconvert",
+]
+
+
+def convert(paths, **options):
+    """Convert files/folders to Documents (see ocrserve.pipeline.convert)."""
+    from .pipeline import convert as _convert
+
+    return _convert(paths, **options)
+
+
+async def aconvert(paths, **options):
+    """Async variant of convert()."""
+    from .pipeline import aconvert as _aconvert
+
+    return await _aconvert(paths, **options)

@@ -1,0 +1,106 @@
+"""The one data model: Document -> Page -> Block. Its JSON is versioned (SCHEMA_VERSION)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SCHEMA_VERSION = "1.0"
+
+PageStatus = Literal["ok", "fallback", "failed"]
+
+
+class Block(BaseModel):
+    """One layout block of a page, in reading order."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int = Field(description="reading-order index within the page, from 0")
+    label: str = Field(description="layout label as the model wrote it, e.g. Text, Table, Section-Header")
+    bbox: list[float] = Field(description="[x0, y0, x1, y1] in original page coordinates (PDF points or image pixels)")
+    bbox_norm: list[float] = Field(description="[x0, y0, x1, y1] normalized to 0-1")
+    bbox_source: Literal["model", "fixed", "missing"] = Field(
+        "model", description="model: as written; fixed: repaired (reversed/clamped/partial); missing: whole page"
+    )
+    html: str = Field(description="sanitized inner HTML of the block")
+    markdown: str = Field("", description="the block rendered as Markdown")
+    text: str = Field("", description="plain text of the block")
+    figure: str | None = Field(None, description="path of the cropped figure, relative to the document folder")
+    truncated: bool = Field(False, description="the block was cut off (unterminated in the model output)")
+
+
+class PageTimings(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    render_s: float | None = None
+    engine_s: float | None = None
+    parse_s: float | None = None
+
+
+class Page(BaseModel):
+    """One page: its blocks and how it was obtained."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: int = Field(description="page index in the source, from 0")
+    width: float = Field(description="page width in original coordinates (PDF points or pixels)")
+    height: float = Field(description="page height in original coordinates")
+    unit: Literal["pt", "px"] = "pt"
+    image_width: int | None = Field(None, description="width of the image sent to the engine")
+    image_height: int | None = Field(None, description="height of the image sent to the engine")
+    status: PageStatus = "ok"
+    engine: str | None = None
+    attempts: int = 0
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    timings: PageTimings = Field(default_factory=PageTimings)
+    error: str | None = Field(None, description="why the page failed, or why the model engine gave up before the fallback")
+    blocks: list[Block] = Field(default_factory=list)
+    raw: str | None = Field(None, description="raw engine output (kept when asked for)")
+
+    @property
+    def markdown(self) -> str:
+        return "\n\n".join(b.markdown for b in self.blocks if b.markdown)
+
+
+class Source(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    sha256: str | None = None
+    type: str = Field(description="pdf, png, jpeg, webp, tiff, bmp, gif")
+    page_count: int
+
+
+class Document(BaseModel):
+    """A converted document."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    schema_version: str = SCHEMA_VERSION
+    source: Source
+    model: str | None = Field(None, description="model profile or served model name")
+    pages: list[Page] = Field(default_factory=list)
+
+    @property
+    def status(self) -> PageStatus:
+        if any(p.status == "failed" for p in self.pages):
+            return "failed"
+        if any(p.status == "fallback" for p in self.pages):
+            return "fallback"
+        return "ok"
+
+
+def json_schema() -> dict:
+    """JSON Schema of the Document JSON (published as ocrserve/schemas/document.schema.json)."""
+    schema = Document.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["$id"] = f"https://ocrserve.dev/schemas/document-{SCHEMA_VERSION}.json"
+    return schema
+
+
+def write_json_schema(path: Path) -> None:
+    path.write_text(json.dumps(json_schema(), indent=2) + "\n", encoding="utf-8")

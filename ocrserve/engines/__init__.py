@@ -1,0 +1,32 @@
+"""Engines: openai (vLLM or any OpenAI-compatible server), hf (transformers in-process), lite (CPU)."""
+
+from __future__ import annotations
+
+from .base import Engine, EngineError, EngineResult, PageInput
+
+ENGINE_NAMES = ("lite", "openai", "hf")
+
+
+def create_engine(name: str | None, profile, settings=None, **options) -> Engine:
+    """Build an engine by name. With no name: openai when a server is configured, else lite."""
+    from ..settings import get_settings
+
+    settings = settings or get_settings()
+    if name is None:
+        name = "openai" if (options.get("server") or settings.server) else "lite"
+    if name == "lite":
+        from .lite import LiteEngine
+
+        return LiteEngine(profile, settings=settings, **options)
+    if name == "openai":
+        from .openai import OpenAIEngine
+
+        return OpenAIEngine(profile, settings=settings, **options)
+    if name == "hf":
+        from .hf import HFEngine
+
+        return HFEngine(profile, settings=settings, **options)
+    raise EngineError(f"unknown engine {name!r}: use one of {', '.join(ENGINE_NAMES)}")
+
+
+__all__ = ["Engine", "EngineError", "EngineResult", "PageInput", "create_engine", "ENGINE_NAMES"]

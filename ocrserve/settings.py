@@ -1,0 +1,56 @@
+"""The one settings object. Every knob reads from the environment with the OCRSERVE_ prefix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="OCRSERVE_", extra="ignore")
+
+    # model profile name or profile file (chandra-1, chandra-2, path/to/profile.toml)
+    model: str = "chandra-1"
+    # engine: lite (embedded CPU), openai (any OpenAI-compatible server, vLLM), hf (transformers)
+    engine: str | None = None
+    # base URL of an OpenAI-compatible server, e.g. http://localhost:8000/v1
+    server: str | None = None
+    # API key for that server
+    api_key: str | None = None
+    # model name the server knows the model by (default: ask the server's /v1/models)
+    served_model: str | None = None
+    # requests in flight to the server (vLLM batches them; 0 = derive from the server)
+    concurrency: int = 0
+    # rendered pages allowed to wait ahead of the requests (memory bound)
+    prefetch_pages: int = 64
+    # worker processes rendering PDF pages (0 = cpu count, at most 8)
+    render_workers: int = 0
+    # worker processes for the lite engine (0 = cpu count, at most 8)
+    lite_workers: int = 0
+    # per-request timeout in seconds
+    request_timeout: float = 600.0
+    # give up on a page after this many connection errors / 5xx answers
+    max_connection_retries: int = 5
+    # hand pages the model cannot read to the lite engine
+    fallback: bool = True
+    # keep Page-Header / Page-Footer blocks in Markdown
+    keep_headers_footers: bool = False
+    # largest image (pixels) that is opened at all; larger ones are refused as decompression bombs
+    max_image_pixels: int = 200_000_000
+    # API: comma-separated API keys (empty: the API is open)
+    api_keys: str = ""
+    # API: file with one API key a line
+    api_keys_file: Path | None = None
+    # API: data folder for jobs (SQLite and files)
+    data_dir: Path = Path("ocrserve-data")
+    # API: largest upload in bytes
+    max_upload_bytes: int = 100 * 1024 * 1024
+    # API: most pages in one upload
+    max_pages: int = 2000
+    # API: requests a key may have running at once
+    per_key_concurrency: int = 4
+
+
+def get_settings(**overrides) -> Settings:
+    return Settings(**{k: v for k, v in overrides.items() if v is not None})
