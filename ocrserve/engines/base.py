@@ -16,28 +16,74 @@ from PIL import Image
 from ..profiles import Profile
 
 
-@dataclass
 class PageInput:
-    """One page as the engines see it."""
+    """One page as the engines see it.
 
-    doc_id: str                     # stable id of the document within a run
-    index: int                      # page index in the source, from 0
-    image: Image.Image              # page image sized for the model (profile pixel budget, patch grid)
-    width: float                    # original page size (PDF points or image pixels)
-    height: float
-    unit: str = "pt"                # "pt" for PDF pages, "px" for images
-    source_path: str | None = None  # the source file (lite reads a PDF's text layer from it)
-    source_type: str = "pdf"        # pdf, png, jpeg, ...
-    password: str | None = None     # PDF password, if any
-    png: bytes | None = None        # the image PNG-encoded (level 1), when the renderer made it
-    render_s: float = 0.0
+    The renderer hands over the PNG (encoded in its worker process); `image` is decoded from it
+    only when an engine or the figure cropper asks, so the request path never pays for a decode.
+    """
+
+    def __init__(
+        self,
+        doc_id: str,
+        index: int,
+        image: Image.Image | None = None,
+        width: float = 0.0,
+        height: float = 0.0,
+        unit: str = "pt",
+        source_path: str | None = None,
+        source_type: str = "pdf",
+        password: str | None = None,
+        png: bytes | None = None,
+        render_s: float = 0.0,
+        image_size: tuple[int, int] | None = None,
+    ) -> None:
+        if image is None and png is None:
+            raise ValueError("PageInput needs an image or its PNG bytes")
+        self.doc_id = doc_id                # stable id of the document within a run
+        self.index = index                  # page index in the source, from 0
+        self._image = image                 # page image sized for the model (pixel budget, patch grid)
+        self.width = width or float(image_size[0] if image_size else image.width)  # original page size
+        self.height = height or float(image_size[1] if image_size else image.height)
+        self.unit = unit                    # "pt" for PDF pages, "px" for images
+        self.source_path = source_path      # the source file (lite reads a PDF's text layer from it)
+        self.source_type = source_type      # pdf, png, jpeg, ...
+        self.password = password            # PDF password, if any
+        self.png = png                      # the image PNG-encoded (level 1)
+        self.render_s = render_s
+        self.image_size = image_size or (image.size if image is not None else None)
+
+    @property
+    def image(self) -> Image.Image:
+        if self._image is None:
+            self._image = Image.open(io.BytesIO(self.png)).convert("RGB")
+            self.image_size = self._image.size
+        return self._image
+
+    @image.setter
+    def image(self, value: Image.Image) -> None:
+        self._image, self.png, self.image_size = value, None, value.size
 
     def png_bytes(self) -> bytes:
         if self.png is None:
             buf = io.BytesIO()
-            self.image.save(buf, format="PNG", compress_level=1)
+            self._image.save(buf, format="PNG", compress_level=1)
             self.png = buf.getvalue()
         return self.png
+
+    def drop_image(self) -> None:
+        """Free the decoded image (the PNG stays)."""
+        if self.png is not None:
+            self._image = None
+
+    def __getstate__(self) -> dict:
+        state = dict(self.__dict__)
+        if state.get("png") is not None:
+            state["_image"] = None  # ship the compact PNG across processes, not raw pixels
+        return state
+
+    def __repr__(self) -> str:
+        return f"PageInput(doc_id={self.doc_id!r}, index={self.index}, size={self.image_size}, source={self.source_path!r})"
 
 
 @dataclass
