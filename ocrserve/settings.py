@@ -26,6 +26,8 @@ class Settings(BaseSettings):
     prefetch_pages: int = 64
     # worker processes rendering PDF pages (0 = cpu count, at most 8)
     render_workers: int = 0
+    # how worker processes start: fork (Linux default), spawn or forkserver
+    mp_start: str | None = None
     # worker processes for the lite engine (0 = cpu count, at most 8)
     lite_workers: int = 0
     # per-request timeout in seconds

@@ -1,0 +1,81 @@
+"""A process pool for rendering that survives a worker crash.
+
+A corrupt PDF can take pdfium (and its worker process) down. The pool is then rebuilt, the task
+that was running is tried once more, and if it crashes again it fails alone; the other documents
+go on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import multiprocessing as mp
+import os
+import sys
+from functools import partial
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+
+log = logging.getLogger(__name__)
+
+
+def default_workers(requested: int = 0, cap: int = 8) -> int:
+    if requested and requested > 0:
+        return requested
+    return max(1, min(cap, os.cpu_count() or 1))
+
+
+def default_start_method() -> str:
+    """fork on Linux (fast, and scripts need no __main__ guard; the parent never uses pdfium itself),
+    the platform default elsewhere; OCRSERVE_MP_START overrides."""
+    env = os.environ.get("OCRSERVE_MP_START")
+    if env:
+        return env
+    return "fork" if sys.platform.startswith("linux") else mp.get_start_method()
+
+
+class WorkerCrash(Exception):
+    """The worker process died while handling this task."""
+
+
+class ResilientPool:
+    def __init__(self, workers: int, initializer=None, initargs=(), start_method: str | None = None) -> None:
+        self.workers = workers
+        self._initializer, self._initargs = initializer, initargs
+        self._ctx = mp.get_context(start_method or default_start_method())
+        self._pool: ProcessPoolExecutor | None = None
+        self._generation = 0
+        self._lock = asyncio.Lock()
+
+    def _ensure(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(
+                max_workers=self.workers, mp_context=self._ctx,
+                initializer=self._initializer, initargs=self._initargs,
+            )
+        return self._pool
+
+    async def run(self, fn, *args, **kwargs):
+        loop = asyncio.get_running_loop()
+        if kwargs:
+            fn = partial(fn, **kwargs)
+        for attempt in (1, 2):
+            gen = self._generation
+            try:
+                return await loop.run_in_executor(self._ensure(), fn, *args)
+            except BrokenProcessPool:
+                async with self._lock:
+                    if gen == self._generation:  # first to notice: rebuild
+                        log.warning("a render worker died; restarting the pool")
+                        old, self._pool = self._pool, None
+                        self._generation += 1
+                        if old is not None:
+                            old.shutdown(wait=False, cancel_futures=True)
+                if attempt == 2:
+                    raise WorkerCrash("the worker process crashed on this document (twice)") from None
+        raise AssertionError("unreachable")
+
+    def shutdown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
