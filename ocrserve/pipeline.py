@@ -100,6 +100,8 @@ class Converter:
         concurrency: int | None = None,
         render_workers: int | None = None,
         prefetch_pages: int | None = None,
+        pool: ResilientPool | None = None,
+        on_delta: Callable[[str, int, str], Any] | None = None,
         **engine_options: Any,
     ) -> None:
         self.settings = settings or get_settings()
@@ -123,9 +125,13 @@ class Converter:
         else:
             self.engine, self._own_engine = engine, False
         self._fallback_engine: Engine | None = None
-        self.pool = ResilientPool(
+        # a long-lived service shares one engine and one pool between conversions
+        self._own_pool = pool is None
+        self.pool = pool or ResilientPool(
             default_workers(render_workers or self.settings.render_workers, cap=8), start_method=self.settings.mp_start
         )
+        # on_delta(doc_name, page_index, text): raw model text as it streams (engines that stream)
+        self.on_delta = on_delta
         cap = max(1, int(self.engine.capacity()))
         self.engine_sem = asyncio.Semaphore(cap)
         self.slots_n = cap + (prefetch_pages or self.settings.prefetch_pages)
@@ -148,7 +154,11 @@ class Converter:
         """(result, status, model error kept for a fallback page)."""
         async with self.engine_sem:
             try:
-                res = await self.engine.ocr(pi)
+                if self.on_delta is not None:
+                    cb = self.on_delta
+                    res = await self.engine.ocr(pi, on_delta=lambda text: cb(pi.doc_id, pi.index, text))
+                else:
+                    res = await self.engine.ocr(pi)
             except Exception as e:  # noqa: BLE001 - an engine bug must not lose the page
                 log.exception("engine %s raised on %s page %d", self.engine.name, pi.doc_id, pi.index + 1)
                 res = EngineResult(ok=False, engine=self.engine.name, error=f"engine error: {e!r}")
@@ -342,7 +352,8 @@ class Converter:
         return summary
 
     async def aclose(self) -> None:
-        self.pool.shutdown()
+        if self._own_pool:
+            self.pool.shutdown()
         if self._own_engine:
             await self.engine.aclose()
         if self._fallback_engine is not None:
