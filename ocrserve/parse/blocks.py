@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import html as htmllib
+import logging
+import math
 import re
 
 from selectolax.lexbor import LexborNode
@@ -10,19 +11,30 @@ from selectolax.lexbor import LexborNode
 from ..document import Block, Page
 from ..profiles import Profile, load_profile
 from ..render.markdown import block_markdown, node_text
-from .sanitize import MathStore, math_html, parse_fragment, protect_math, sanitize_node
+from .sanitize import MathStore, prepare_fragment, serialize_children, serialize_nodes
 
-_NUM = re.compile(r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+log = logging.getLogger(__name__)
+
+_NUM = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 _LABEL_SAFE = re.compile(r"[^A-Za-z0-9_\- ]")
+_END_DIV = re.compile(r"</div\s*>\s*$", re.IGNORECASE)
 
 
 def parse_bbox(value: str | None, scale: float) -> tuple[list[float], str]:
-    """Box in model units -> (box clamped to 0..scale, source). Accepts `[x0, y0, x1, y1]` and `x0 y0 x1 y1`."""
-    full = [0.0, 0.0, float(scale), float(scale)]
+    """Box in model units -> (box clamped to 0..scale, source). Accepts `[x0, y0, x1, y1]` and `x0 y0 x1 y1`.
+
+    source is "model" for a box used as written, "fixed" for one repaired (reversed corners,
+    coordinates clamped into the page) and "missing" (the whole page) when there is no usable box.
+    """
+    scale = float(scale) if scale and math.isfinite(float(scale)) and float(scale) > 0 else 1024.0
+    full = [0.0, 0.0, scale, scale]
     if not value:
         return full, "missing"
-    nums = [float(x) for x in _NUM.findall(value)]
-    if len(nums) != 4 or not all(abs(v) < 1e9 for v in nums):
+    try:
+        nums = [float(x) for x in _NUM.findall(value)]
+    except ValueError:  # pragma: no cover - the pattern only matches floats
+        return full, "missing"
+    if len(nums) != 4 or not all(math.isfinite(v) and abs(v) < 1e9 for v in nums):
         return full, "missing"
     x0, y0, x1, y1 = nums
     source = "model"
@@ -30,7 +42,7 @@ def parse_bbox(value: str | None, scale: float) -> tuple[list[float], str]:
         x0, x1, source = x1, x0, "fixed"
     if y0 > y1:
         y0, y1, source = y1, y0, "fixed"
-    clamped = [min(max(v, 0.0), float(scale)) for v in (x0, y0, x1, y1)]
+    clamped = [min(max(v, 0.0), scale) for v in (x0, y0, x1, y1)]
     if clamped != [x0, y0, x1, y1]:
         source = "fixed"
     return clamped, source
@@ -40,20 +52,35 @@ def canonical_label(label: str | None, known: list[str]) -> str:
     """The label as written, in its canonical spelling when it is a known one; unknown labels kept."""
     if not label or not label.strip():
         return "Text"
-    label = _LABEL_SAFE.sub("", label.strip())[:64] or "Text"
+    label = _LABEL_SAFE.sub("", label.strip())[:64].strip() or "Text"
     lookup = {k.lower().replace("_", "-").replace(" ", "-"): k for k in known}
     return lookup.get(label.lower().replace("_", "-").replace(" ", "-"), label)
 
 
-def _inner_html(node: LexborNode, store: MathStore) -> str:
-    inner = node.inner_html or ""
-    return math_html(store, inner).strip()
+def _dimension(v: object) -> float:
+    try:
+        f = float(v)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return 1.0
+    return f if math.isfinite(f) and f > 0 else 1.0
+
+
+def _is_layout_div(node: LexborNode) -> bool:
+    return (node.tag or "").lower() == "div" and (
+        "data-label" in node.attributes or "data-bbox" in node.attributes
+    )
+
+
+def _contains_layout_div(node: LexborNode) -> bool:
+    return (node.tag or "").lower() not in ("-text", "table") and node.is_element_node and (
+        node.css_first("div[data-label], div[data-bbox]") is not None
+    )
 
 
 def parse_output(
     raw: str | None,
     profile: Profile | str | None = None,
-    page_size: tuple[float, float] = (1.0, 1.0),
+    page_size: tuple[float, float] | None = (1.0, 1.0),
     *,
     index: int = 0,
     unit: str = "pt",
@@ -63,68 +90,75 @@ def parse_output(
 
     `page_size` is the size of the original page (PDF points or image pixels); boxes come back in
     those coordinates and normalized to 0-1. `truncated` says the answer was cut off (finish reason
-    `length`); when None it is inferred from the text.
+    `length`); when None it is inferred from the text (an answer not ending in `</div>`).
+    Never raises on model output: garbage becomes Text blocks, bad boxes the whole page.
     """
     prof = load_profile(profile)
-    width, height = float(page_size[0]) or 1.0, float(page_size[1]) or 1.0
+    size = tuple(page_size) if isinstance(page_size, (tuple, list)) and len(page_size) == 2 else (1.0, 1.0)
+    width, height = _dimension(size[0]), _dimension(size[1])
     raw = raw if isinstance(raw, str) else ("" if raw is None else str(raw))
-    store = MathStore()
-    protected = protect_math(raw, store)
-    tree = parse_fragment(protected)
-    body = tree.body
     page = Page(index=index, width=width, height=height, unit="px" if unit == "px" else "pt")
+    tags = set(prof.allowed_tags) | {"div"}
+    attrs = set(prof.allowed_attrs) | {"data-bbox", "data-label"}
+    body, store = prepare_fragment(raw, tags, attrs)
     if body is None:
         return page
-    sanitize_node(body, set(prof.allowed_tags) | {"div"}, set(prof.allowed_attrs) | {"data-bbox", "data-label"})
 
     stripped = raw.rstrip()
     if truncated is None:
-        truncated = bool(stripped) and not stripped.lower().endswith(("</div>", "</div >"))
+        truncated = bool(stripped) and not _END_DIV.search(stripped)
 
-    pending: list[str] = []  # HTML outside any layout div, gathered into a Text block
+    scale = float(prof.bbox_scale) if prof.bbox_scale and prof.bbox_scale > 0 else 1024.0
 
-    def add_block(label: str, bbox_attr: str | None, inner: str, node: LexborNode | None) -> None:
-        box, source = parse_bbox(bbox_attr, prof.bbox_scale)
-        s = float(prof.bbox_scale)
-        norm = [box[0] / s, box[1] / s, box[2] / s, box[3] / s]
-        frag = node if node is not None else parse_fragment(inner).body
-        # math placeholders are substituted at render time: keep them in a private fragment
-        html_inner = _inner_html(frag, store) if frag is not None else ""
+    def add_block(label: str, bbox_attr: str | None, node: LexborNode, st: MathStore) -> None:
+        box, source = parse_bbox(bbox_attr, scale)
+        norm = [box[0] / scale, box[1] / scale, box[2] / scale, box[3] / scale]
         block = Block(
             index=len(page.blocks),
             label=label,
             bbox=[norm[0] * width, norm[1] * height, norm[2] * width, norm[3] * height],
             bbox_norm=norm,
             bbox_source=source,  # type: ignore[arg-type]
-            html=html_inner,
-            text=node_text(frag, store) if frag is not None else "",
+            html=serialize_children(node, st, tags, attrs).strip(),
+            text=node_text(node, st),
         )
-        block.markdown = block_markdown(block, frag, store)
-        if block.text.strip() or block.markdown.strip() or label not in ("Text",):
+        block.markdown = block_markdown(block, node, st)
+        if block.text.strip() or block.markdown.strip() or label != "Text":
             page.blocks.append(block)
-        else:
-            block.index = -1
+
+    pending: list[LexborNode] = []  # nodes outside any layout div, gathered into a Text block
 
     def flush_pending() -> None:
-        if pending:
-            inner = "".join(pending)
-            pending.clear()
-            if htmllib.unescape(re.sub(r"<[^>]*>", "", inner)).strip() or "\ue000" in inner:
-                add_block("Text", None, inner, None)
+        if not pending:
+            return
+        html = serialize_nodes(pending, store, tags, attrs)
+        pending.clear()
+        frag, fstore = prepare_fragment(html, tags, attrs)
+        if frag is not None and (frag.text(deep=True).strip() or frag.css_first("img, input")):
+            add_block("Text", None, frag, fstore)
 
-    child = body.child
-    while child is not None:
+    # walk the top level; a wrapper element (not a layout div) holding layout divs is descended into
+    stack: list[LexborNode] = []
+    first = body.child
+    if first is not None:
+        stack.append(first)
+    while stack:
+        child = stack.pop()
+        if child is None:
+            continue
         nxt = child.next
-        tag = (child.tag or "").lower()
-        if tag == "div" and ("data-label" in child.attributes or "data-bbox" in child.attributes):
+        if nxt is not None:
+            stack.append(nxt)
+        if _is_layout_div(child):
             flush_pending()
             label = canonical_label(child.attributes.get("data-label"), prof.labels)
-            add_block(label, child.attributes.get("data-bbox"), "", child)
-        elif tag == "-text":
-            pending.append(htmllib.escape(child.text_content or "", quote=False))
+            add_block(label, child.attributes.get("data-bbox"), child, store)
+        elif _contains_layout_div(child):
+            flush_pending()
+            if child.child is not None:
+                stack.append(child.child)
         else:
-            pending.append(child.html or "")
-        child = nxt
+            pending.append(child)
     flush_pending()
     if page.blocks and truncated:
         page.blocks[-1].truncated = True

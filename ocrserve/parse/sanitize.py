@@ -4,6 +4,12 @@ Model output is untrusted: tags and attributes outside the profile's whitelist a
 `<script>`, `on...=` handler or `javascript:` URL can reach rendered HTML. Math is lifted out
 before HTML parsing (`<math>` would otherwise become MathML foreign content and `a<b` a tag), kept
 as raw LaTeX, and put back as placeholders the renderers substitute.
+
+Block HTML is written by our own serializer (`serialize_children`), never by the HTML parser: it
+emits only whitelisted tags and attributes, escapes every text and attribute value, and puts math
+back as `<math>` elements with escaped LaTeX (inside attribute values, as plain escaped LaTeX).
+The tree is also flattened below MAX_DEPTH levels so that the recursive renderers stay far from
+Python's recursion limit whatever the input.
 """
 
 from __future__ import annotations
@@ -18,17 +24,37 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 _PUA = re.compile("[\ue000-\ue00f]")
 MATH_OPEN, MATH_CLOSE = "\ue000", "\ue001"
 MATH_REF = re.compile("\ue000(\\d+)\ue001")
-_MATH_RE = re.compile(r"<math\b([^>]*)>(.*?)(?:</math\s*>|\Z)", re.IGNORECASE | re.DOTALL)
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# a formula ends at </math>; an unterminated one at the next <math>, at the end of its paragraph,
+# cell or block, or at the end of the text (a truncated answer)
+_MATH_RE = re.compile(
+    r"<math\b([^>]*)>(.*?)(?:</math\s*>|(?=<math\b|</(?:p|div|td|th|tr|li|ul|ol|table|h[1-6])\s*>|<div\b)|\Z)",
+    re.IGNORECASE | re.DOTALL,
+)
+# tags a model sometimes leaves inside a formula, or hostile markup: never LaTeX
+_MATH_JUNK = re.compile(
+    r"</?(?:math|p|div|span|br|script|style|iframe|svg|img|a|object|embed|link|meta|base|form|input|"
+    r"semantics|annotation(?:-xml)?|mrow|mi|mo|mn|ms|mtext|msup|msub|msubsup|mfrac|msqrt|mroot|"
+    r"mover|munder|munderover|mtable|mtr|mtd|mstyle|mspace|mpadded|mphantom|menclose)\b[^>]*>",
+    re.IGNORECASE,
+)
+_DISPLAY_ATTR = re.compile(r"\bdisplay\b\s*(?:=\s*[\"']?\s*([\w-]*))?", re.IGNORECASE)
+# C0 controls except tab/newline/carriage return, DEL, lone surrogates, noncharacters
+_BAD_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff\ufffe\uffff]")
+
+_WS = re.compile(r"[ \t\r\n\f\v]+")
+MAX_DEPTH = 48  # element nesting kept below a block; deeper markup is flattened to its text
 
 # content of these is dropped with the tag; other disallowed tags are unwrapped (text kept)
 DROP_WITH_CONTENT = {
     "script", "style", "iframe", "object", "embed", "noscript", "template", "svg", "frame",
     "frameset", "applet", "link", "meta", "base", "head", "title", "textarea", "select", "button",
-    "form", "video", "audio", "source", "canvas", "xmp", "noembed", "noframes", "plaintext",
+    "form", "video", "audio", "source", "canvas", "picture", "portal", "param", "track", "dialog",
 }
-URL_ATTRS = {"href", "src"}
-SAFE_SCHEMES = ("http:", "https:", "mailto:", "#", "/")
+URL_ATTRS = {"href", "src", "action", "formaction", "xlink:href", "background", "poster", "srcset"}
+SAFE_SCHEMES = ("http:", "https:", "mailto:")
+VOID_TAGS = {"br", "hr", "img", "input"}
+_URL_STRIP = re.compile(r"[\x00-\x20\x7f\u00a0\u1680\u2000-\u200f\u2028\u2029\u202f\u205f\u3000\ufeff]+")
+_STYLE_BAD = ("expression", "url(", "javascript", "vbscript", "@import", "behavior", "\\", "-moz-binding", "<", "image(", "image-set")
 
 
 @dataclass
@@ -44,40 +70,94 @@ class MathStore:
     def get(self, i: int) -> tuple[str, bool] | None:
         return self.items[i] if 0 <= i < len(self.items) else None
 
+    def latex(self, text: str) -> str:
+        """The text with every placeholder replaced by its bare LaTeX."""
+        return MATH_REF.sub(lambda m: (self.get(int(m.group(1))) or ("", False))[0], text)
+
+
+def clean_text(raw: str) -> str:
+    """Drop characters no document contains and no parser should see: controls, surrogates, our PUA."""
+    raw = _PUA.sub("", raw)
+    return _BAD_CHARS.sub("", raw)
+
 
 def protect_math(raw: str, store: MathStore) -> str:
-    """Replace every `<math ...>latex</math>` (also an unterminated last one) with a placeholder."""
-    raw = _PUA.sub("", raw)
+    """Replace every `<math ...>latex</math>` (also an unterminated one) with a placeholder."""
+    raw = clean_text(raw)
 
     def repl(m: re.Match) -> str:
-        attrs = m.group(1).lower()
-        display = "block" in attrs or bool(re.search(r"\bdisplay\b(?!\s*=)", attrs))
-        latex = htmllib.unescape(m.group(2)).strip()
-        # a stray tag the model wrapped inside the formula is not LaTeX
-        latex = re.sub(r"</?(?:math|p|div|span|br)\b[^>]*>", " ", latex).strip()
+        attrs = m.group(1)
+        if attrs.rstrip().endswith("/"):  # <math/>: nothing inside
+            return ""
+        d = _DISPLAY_ATTR.search(attrs)
+        display = d is not None and (d.group(1) is None or d.group(1).lower() in ("", "block", "true", "display", "1"))
+        latex = htmllib.unescape(m.group(2))
+        latex = _MATH_JUNK.sub(" ", latex)
+        latex = _BAD_CHARS.sub("", latex).strip()
+        if not latex:
+            return ""
         return store.add(latex, display)
 
     return _MATH_RE.sub(repl, raw)
 
 
-def _safe_url(value: str) -> bool:
-    v = re.sub(r"[\s\x00-\x20]+", "", htmllib.unescape(value)).lower()
-    if ":" not in v.split("/")[0].split("?")[0].split("#")[0]:
+def safe_url(value: str) -> bool:
+    """True for relative URLs and http(s)/mailto ones; browsers ignore whitespace and controls in schemes."""
+    v = _URL_STRIP.sub("", htmllib.unescape(htmllib.unescape(value))).lower()
+    head = re.split(r"[/?#]", v, maxsplit=1)[0]
+    if ":" not in head:
         return True  # relative URL
     return v.startswith(SAFE_SCHEMES)
 
 
-def _safe_style(value: str) -> bool:
-    v = htmllib.unescape(value).lower()
-    return not any(bad in v for bad in ("expression", "url(", "javascript", "@import", "behavior", "\\"))
+def safe_style(value: str) -> bool:
+    v = _URL_STRIP.sub("", htmllib.unescape(value)).lower()
+    return not any(bad in v for bad in _STYLE_BAD)
 
 
-def sanitize_node(root: LexborNode, allowed_tags: set[str], allowed_attrs: set[str]) -> None:
+def attr_allowed(name: str, value: str, allowed_attrs: set[str]) -> bool:
+    lname = name.lower()
+    if lname not in allowed_attrs or lname.startswith("on") or not re.fullmatch(r"[a-z][a-z0-9_-]*", lname):
+        return False
+    if lname in URL_ATTRS and not safe_url(value):
+        return False
+    if lname == "style" and not safe_style(value):
+        return False
+    squeezed = _URL_STRIP.sub("", htmllib.unescape(value)).lower()
+    return not any(s in squeezed for s in ("javascript:", "vbscript:", "data:text/html"))
+
+
+def _limit_depth(root: LexborNode, max_depth: int) -> None:
+    """Replace every element at depth max_depth that still has child elements by its text."""
+    too_deep: list[LexborNode] = []
+    stack: list[tuple[LexborNode, int]] = [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        c = node.child
+        while c is not None:
+            if c.is_element_node:
+                if depth + 1 >= max_depth:
+                    g = c.child
+                    while g is not None and not g.is_element_node:
+                        g = g.next
+                    if g is not None:
+                        too_deep.append(c)
+                else:
+                    stack.append((c, depth + 1))
+            c = c.next
+    for node in too_deep:
+        text = node.text(deep=True, separator=" ")
+        node.replace_with(_WS.sub(" ", text))
+
+
+def sanitize_node(root: LexborNode, allowed_tags: set[str], allowed_attrs: set[str], *, max_depth: int = MAX_DEPTH) -> None:
     """Remove, in place, every tag and attribute below `root` that the whitelist does not allow."""
-    nodes = [n for n in root.traverse(include_text=False) if n is not root and n.mem_id != root.mem_id]
+    allowed_tags = {t.lower() for t in allowed_tags} - DROP_WITH_CONTENT
+    allowed_attrs = {a.lower() for a in allowed_attrs}
+    nodes = [n for n in root.traverse(include_text=False) if n.mem_id != root.mem_id]
     for node in reversed(nodes):  # children before parents: unwrap/decompose never touch a dead node
         tag = (node.tag or "").lower()
-        if node.is_comment_node or tag in ("-comment", "!doctype", "_doctype"):
+        if node.is_comment_node or tag in ("-comment", "!doctype", "_doctype", "-doctype"):
             node.decompose()
             continue
         if tag.startswith("-"):
@@ -90,31 +170,94 @@ def sanitize_node(root: LexborNode, allowed_tags: set[str], allowed_attrs: set[s
             continue
         attrs = node.attrs
         for name in list(node.attributes.keys()):
-            value = node.attributes.get(name) or ""
-            lname = name.lower()
-            if (
-                lname not in allowed_attrs
-                or lname.startswith("on")
-                or (lname in URL_ATTRS and not _safe_url(value))
-                or (lname == "style" and not _safe_style(value))
-                or "javascript:" in re.sub(r"\s+", "", value.lower())
-            ):
+            if not attr_allowed(name, node.attributes.get(name) or "", allowed_attrs):
                 del attrs[name]
+    _limit_depth(root, max_depth)
 
 
 def parse_fragment(html: str) -> LexborHTMLParser:
-    return LexborHTMLParser(f"<html><body>{_CONTROL.sub('', html)}</body></html>")
+    """Parse HTML as the body of a document (math placeholders, if any, are kept)."""
+    return LexborHTMLParser(f"<html><body>{_BAD_CHARS.sub('', html)}</body></html>")
+
+
+def prepare_fragment(html: str, allowed_tags: set[str], allowed_attrs: set[str]) -> tuple[LexborNode | None, MathStore]:
+    """Untrusted HTML -> (sanitized body node, its math). The body is None for an unparsable input."""
+    store = MathStore()
+    tree = parse_fragment(protect_math(html, store))
+    body = tree.body
+    if body is not None:
+        sanitize_node(body, allowed_tags, allowed_attrs)
+    return body, store
+
+
+def _math_element(store: MathStore, m: re.Match) -> str:
+    item = store.get(int(m.group(1)))
+    if item is None:
+        return ""
+    latex, display = item
+    attr = ' display="block"' if display else ""
+    return f"<math{attr}>{htmllib.escape(latex, quote=False)}</math>"
 
 
 def math_html(store: MathStore, text: str) -> str:
     """Put math back into already-escaped HTML text as <math> elements with escaped LaTeX."""
+    return MATH_REF.sub(lambda m: _math_element(store, m), text)
 
-    def repl(m: re.Match) -> str:
-        item = store.get(int(m.group(1)))
-        if item is None:
-            return ""
-        latex, display = item
-        attr = ' display="block"' if display else ""
-        return f"<math{attr}>{htmllib.escape(latex, quote=False)}</math>"
 
-    return MATH_REF.sub(repl, text)
+def _escape_text(text: str, store: MathStore) -> str:
+    return math_html(store, htmllib.escape(text, quote=False))
+
+
+def serialize_children(node: LexborNode, store: MathStore, allowed_tags: set[str], allowed_attrs: set[str]) -> str:
+    """Safe HTML of the children of `node` (iterative: any depth)."""
+    kids = []
+    c = node.child
+    while c is not None:
+        kids.append(c)
+        c = c.next
+    return serialize_nodes(kids, store, allowed_tags, allowed_attrs)
+
+
+def serialize_nodes(nodes: list[LexborNode], store: MathStore, allowed_tags: set[str], allowed_attrs: set[str]) -> str:
+    """Safe HTML of these nodes and their descendants: whitelisted tags and attributes only, all
+    text and values escaped, math placeholders back as `<math>` (plain LaTeX inside attributes)."""
+    allowed_tags = {t.lower() for t in allowed_tags} - DROP_WITH_CONTENT
+    allowed_attrs = {a.lower() for a in allowed_attrs}
+    out: list[str] = []
+    # explicit stack of (node, end tag): a None node means "emit the end tag now"
+    stack: list[tuple[LexborNode | None, str]] = [(n, "") for n in reversed(nodes)]
+    while stack:
+        cur, closing = stack.pop()
+        if cur is None:
+            out.append(closing)
+            continue
+        tag = (cur.tag or "").lower()
+        if tag == "-text":
+            out.append(_escape_text(cur.text_content or "", store))
+            continue
+        if tag.startswith("-") or cur.is_comment_node or not cur.is_element_node:
+            continue
+        if tag in DROP_WITH_CONTENT:
+            continue
+        kids = []
+        k = cur.child
+        while k is not None:
+            kids.append(k)
+            k = k.next
+        if tag in allowed_tags and _TAG_NAME.fullmatch(tag):
+            attrs = []
+            for name, value in cur.attributes.items():
+                value = value or ""
+                if not attr_allowed(name, value, allowed_attrs):
+                    continue
+                value = store.latex(value)
+                attrs.append(f' {name.lower()}="{htmllib.escape(value, quote=True)}"' if value else f" {name.lower()}")
+            out.append(f"<{tag}{''.join(attrs)}>")
+            if tag in VOID_TAGS:
+                continue
+            stack.append((None, f"</{tag}>"))
+        stack.extend((k, "") for k in reversed(kids))
+    return "".join(out)
+
+
+_TAG_NAME = re.compile(r"[a-z][a-z0-9]*")

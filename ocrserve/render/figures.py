@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .markdown import FIGURE_LABELS, block_markdown
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from PIL import Image
@@ -15,14 +19,19 @@ if TYPE_CHECKING:
 
 def crop_figures(page: "Page", image: "Image.Image", out_dir: Path, prefix: str, *, fmt: str = "png") -> list[Path]:
     """Save a crop of every figure block of `page` under out_dir/images and set block.figure."""
+    if fmt not in ("png", "jpg", "jpeg"):
+        raise ValueError(f"figure format {fmt!r}: use png or jpeg")
     written: list[Path] = []
     W, H = image.size
     for b in page.blocks:
         if b.label not in FIGURE_LABELS or b.bbox_source == "missing":
             continue
-        x0, y0, x1, y1 = b.bbox_norm
+        if len(b.bbox_norm) != 4 or not all(math.isfinite(v) for v in b.bbox_norm):
+            continue
+        x0, y0, x1, y1 = (min(max(v, 0.0), 1.0) for v in b.bbox_norm)
         box = (int(x0 * W), int(y0 * H), int(round(x1 * W)), int(round(y1 * H)))
         if box[2] - box[0] < 4 or box[3] - box[1] < 4:
+            log.debug("figure block %d of page %d too small to crop: %s", b.index, page.index, box)
             continue
         rel = f"images/{prefix}_p{page.index + 1}_b{b.index}.{fmt}"
         path = out_dir / rel
@@ -30,7 +39,10 @@ def crop_figures(page: "Page", image: "Image.Image", out_dir: Path, prefix: str,
         crop = image.crop(box)
         if crop.mode not in ("RGB", "L"):
             crop = crop.convert("RGB")
-        crop.save(path, format="PNG" if fmt == "png" else "JPEG", compress_level=1) if fmt == "png" else crop.save(path, "JPEG", quality=90)
+        if fmt == "png":
+            crop.save(path, format="PNG", compress_level=1)
+        else:
+            crop.save(path, format="JPEG", quality=90)
         b.figure = rel
         b.markdown = block_markdown(b)
         written.append(path)

@@ -1,12 +1,21 @@
-"""Standalone HTML: every block keeps data-label and its normalized data-bbox; figures link to crops."""
+"""Standalone HTML: every block keeps data-label and its normalized data-bbox; figures link to crops.
+
+Block HTML is sanitized again here (whitelisted tags and attributes, escaped text), so a Document
+loaded from anywhere cannot put a script, an event handler or a `javascript:` URL into the page.
+"""
 
 from __future__ import annotations
 
 import html as htmllib
+import math
+import re
 from typing import TYPE_CHECKING
 
+from ..parse.sanitize import prepare_fragment, safe_url, serialize_children
+from .markdown import RENDER_ATTRS, RENDER_TAGS
+
 if TYPE_CHECKING:
-    from ..document import Document
+    from ..document import Block, Document
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;line-height:1.5;color:#1a1a1a}
@@ -17,38 +26,63 @@ table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:.2rem .4rem}
 figure{margin:.5rem 0}figure img{max-width:100%}
 .status-failed{background:#fee;padding:.5rem}
 """
+_IMG = re.compile(r"<img\b([^>]*)>")
+_ALT = re.compile(r'\balt="([^"]*)"')
 
 
-def _attr(v: str) -> str:
-    return htmllib.escape(v, quote=True)
+def _attr(v: object) -> str:
+    return htmllib.escape(str(v), quote=True)
+
+
+def _num(v: float) -> str:
+    return f"{v:.4f}" if math.isfinite(v) else "0.0000"
+
+
+def safe_block_html(html: str) -> str:
+    """A block's HTML, re-sanitized."""
+    node, store = prepare_fragment(html or "", RENDER_TAGS, RENDER_ATTRS)
+    if node is None:
+        return ""
+    return serialize_children(node, store, RENDER_TAGS, RENDER_ATTRS)
+
+
+def _figure_html(b: "Block", inner: str) -> str:
+    src = _attr(b.figure or "")
+    m = _IMG.search(inner)
+    if m:  # the model's <img alt=...> (it never has a src) becomes the crop
+        alt = _ALT.search(m.group(1))
+        img = f'<img src="{src}" alt="{alt.group(1) if alt else _attr(b.label)}">'
+        return f"<figure>{img}<figcaption>{inner[:m.start()]}{inner[m.end():]}</figcaption></figure>"
+    alt = _attr((b.text or b.label)[:200])
+    return f'<figure><img src="{src}" alt="{alt}"><figcaption>{inner}</figcaption></figure>'
 
 
 def render_html(doc: "Document", *, title: str | None = None) -> str:
     """A standalone HTML page of the document."""
-    name = title or doc.source.path.rsplit("/", 1)[-1]
+    name = title or str(doc.source.path).replace("\\", "/").rsplit("/", 1)[-1]
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{htmllib.escape(name)}</title>",
-        f'<meta name="generator" content="ocrserve">',
+        '<meta name="generator" content="ocrserve">',
         f"<style>{_STYLE}</style></head><body>",
     ]
     for page in doc.pages:
         out.append(
-            f'<section class="page status-{_attr(page.status)}" data-page="{page.index}" '
-            f'data-width="{page.width:g}" data-height="{page.height:g}">'
+            f'<section class="page status-{_attr(page.status)}" data-page="{int(page.index)}" '
+            f'data-width="{_attr(f"{page.width:g}")}" data-height="{_attr(f"{page.height:g}")}">'
         )
         if page.status == "failed":
-            out.append(f'<p class="error">Page {page.index + 1} failed: {htmllib.escape(page.error or "")}</p>')
+            out.append(f'<p class="error">Page {int(page.index) + 1} failed: {htmllib.escape(page.error or "")}</p>')
         for b in page.blocks:
-            box = " ".join(f"{v:.4f}" for v in b.bbox_norm)
-            inner = b.html
-            if b.figure:
-                alt = _attr(b.text or b.label)
-                inner = f'<figure><img src="{_attr(b.figure)}" alt="{alt}"><figcaption>{b.html}</figcaption></figure>'
+            box = " ".join(_num(v) for v in b.bbox_norm)
+            inner = safe_block_html(b.html)
+            if b.figure and safe_url(b.figure):
+                inner = _figure_html(b, inner)
             out.append(
-                f'<div class="block" data-label="{_attr(b.label)}" data-bbox="{box}" data-index="{b.index}">{inner}</div>'
+                f'<div class="block" data-label="{_attr(b.label)}" data-bbox="{_attr(box)}" '
+                f'data-index="{int(b.index)}">{inner}</div>'
             )
         out.append("</section>")
     out.append("</body></html>\n")

@@ -1,28 +1,42 @@
 """Markdown rendering of blocks and documents.
 
 Headings from Section-Header and h1-h5; lists; GitHub tables when a table has no spans, HTML when it
-does; `<math>` as `$...$` / `$$...$$` with the LaTeX untouched; a literal `$` escaped; checkboxes as
-`[x]` / `[ ]` everywhere; figures as `![alt](images/...)`; page headers and footers left out by default.
+does; `<math>` as `$...$` / `$$...$$` with the LaTeX untouched (a bare `$` inside it escaped so the
+formula does not end early); a literal `$` in text escaped; checkboxes as `[x]` / `[ ]` everywhere;
+figures as `![alt](images/...)`; page headers and footers left out by default.
+
+The converter recurses over the DOM; the parser flattens markup deeper than
+sanitize.MAX_DEPTH, and a RecursionError (only possible for hand-made trees) degrades the block to
+its plain text instead of failing.
 """
 
 from __future__ import annotations
 
 import html as htmllib
+import logging
 import re
 from typing import TYPE_CHECKING
 
 from selectolax.lexbor import LexborNode
 
-from ..parse.sanitize import MATH_REF, MathStore, parse_fragment, protect_math
+from ..parse.sanitize import MATH_REF, MathStore, prepare_fragment, safe_url
+from ..profiles import CHANDRA1_ATTRS, CHANDRA1_TAGS
 
 if TYPE_CHECKING:
     from ..document import Block, Document
 
+log = logging.getLogger(__name__)
+
 HEADER_FOOTER = {"Page-Header", "Page-Footer"}
 FIGURE_LABELS = {"Image", "Figure", "Diagram"}
 BLOCK_TAGS = {"p", "div", "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "table", "pre", "hr", "li",
-              "caption", "tr", "thead", "tbody"}
+              "caption", "tr", "thead", "tbody", "tfoot"}
+# what block_markdown(block) accepts when it parses a block's HTML again: every tag any profile allows
+RENDER_TAGS = set(CHANDRA1_TAGS) | {"div", "chem", "em", "tfoot", "h6", "s", "strike", "mark"}
+RENDER_ATTRS = set(CHANDRA1_ATTRS) | {"data-bbox", "data-label", "start"}
 _WS = re.compile(r"[ \t\r\n\f\v]+")
+_UNESCAPED_DOLLAR = re.compile(r"(?<!\\)((?:\\\\)*)\$")
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
 
 
 def _children(node: LexborNode):
@@ -36,31 +50,58 @@ def _checkbox(node: LexborNode) -> str | None:
     kind = (node.attributes.get("type") or "checkbox").lower()
     if kind not in ("checkbox", "radio"):
         value = node.attributes.get("value")
-        return htmllib.escape(value, quote=False) if value else None
+        return value if value else None
     return "[x]" if "checked" in node.attributes else "[ ]"
 
 
-def _math_md(store: MathStore, m: re.Match, force_display: bool = False) -> str:
-    item = store.get(int(m.group(1)))
-    if item is None:
+def md_latex(latex: str) -> str:
+    """LaTeX as it goes between dollars: untouched except that a bare `$` is escaped."""
+    return _UNESCAPED_DOLLAR.sub(lambda m: m.group(1) + r"\$", latex)
+
+
+def _math_md(store: MathStore, ref: int | str, force_display: bool = False) -> str:
+    item = store.get(int(ref))
+    if item is None or not item[0].strip():
         return ""
     latex, display = item
     if display or force_display:
-        return f"\n\n$$\n{latex}\n$$\n\n"
-    return f"${latex}$"
+        return f"\n\n$$\n{md_latex(latex)}\n$$\n\n"
+    return f"${md_latex(latex)}$"
+
+
+def escape_text(t: str) -> str:
+    """Markdown-escape plain text: `$` (would start math) and `<` before a letter (would be a tag)."""
+    t = t.replace("\\$", "\\\\$").replace("$", r"\$")
+    return _TAG_START.sub(r"\\<", t)
+
+
+def _alt(node: LexborNode, store: MathStore) -> str:
+    alt = _oneline(store.latex(node.attributes.get("alt") or ""))
+    return alt.replace("[", "(").replace("]", ")")
+
+
+def _url(href: str) -> str:
+    return href.strip().replace(" ", "%20").replace("(", "%28").replace(")", "%29").replace("<", "%3C").replace(">", "%3E")
 
 
 class _MD:
     def __init__(self, store: MathStore, figure: str | None = None, in_code: bool = False):
         self.store = store
-        self.figure = figure
+        self.figure = figure  # the crop, linked from the first <img> of a figure block
         self.in_code = in_code
 
     def text(self, raw: str, collapse: bool = True) -> str:
         t = _WS.sub(" ", raw) if collapse else raw
-        if not self.in_code:
-            t = t.replace("$", r"\$")
-        return MATH_REF.sub(lambda m: _math_md(self.store, m), t)
+        if self.in_code:
+            return self.store.latex(t)
+        parts = MATH_REF.split(t)  # text, index, text, index, ...
+        out = []
+        for i, part in enumerate(parts):
+            if i % 2:
+                out.append(_math_md(self.store, part))
+            else:
+                out.append(escape_text(part))
+        return "".join(out)
 
     def inline(self, node: LexborNode) -> str:
         return "".join(self.conv(c) for c in _children(node))
@@ -69,49 +110,56 @@ class _MD:
         tag = (node.tag or "").lower()
         if tag == "-text":
             return self.text(node.text_content or "", collapse=not self.in_code)
-        if tag.startswith("-"):
+        if tag.startswith("-") or not node.is_element_node:
             return ""
         if tag in ("h1", "h2", "h3", "h4", "h5", "h6"):
             inner = _oneline(self.inline(node))
             return f"\n\n{'#' * int(tag[1])} {inner}\n\n" if inner else ""
-        if tag == "p" or tag == "div" or tag == "caption":
+        if tag in ("p", "div", "caption"):
             return f"\n\n{self.inline(node).strip()}\n\n"
         if tag == "br":
             return "\n"
         if tag == "hr":
             return "\n\n---\n\n"
         if tag in ("b", "strong"):
-            inner = self.inline(node)
-            return f"**{inner.strip()}**" if inner.strip() else inner
+            return _wrap("**", self.inline(node))
         if tag in ("i", "em"):
-            inner = self.inline(node)
-            return f"*{inner.strip()}*" if inner.strip() else inner
-        if tag == "del":
-            inner = self.inline(node)
-            return f"~~{inner.strip()}~~" if inner.strip() else inner
+            return _wrap("*", self.inline(node))
+        if tag in ("del", "s", "strike"):
+            return _wrap("~~", self.inline(node))
         if tag in ("sup", "sub"):
             inner = self.inline(node).strip()
             return f"<{tag}>{inner}</{tag}>" if inner else ""
-        if tag == "code":
-            inner = node.text(deep=True) or ""
-            return f"`{inner}`" if inner.strip() else ""
+        if tag == "code" and not self.in_code:
+            inner = _WS.sub(" ", self.store.latex(node.text(deep=True) or ""))
+            if not inner.strip():
+                return ""
+            ticks = "`" * (max((len(r) for r in re.findall(r"`+", inner)), default=0) + 1)
+            pad = " " if inner.startswith("`") or inner.endswith("`") else ""
+            return f"{ticks}{pad}{inner}{pad}{ticks}"
         if tag == "pre":
             sub = _MD(self.store, in_code=True)
             body = sub.inline(node).strip("\n")
-            return f"\n\n```\n{body}\n```\n\n"
+            return f"\n\n{_fence(body)}\n\n" if body.strip() else ""
         if tag == "a":
             inner = self.inline(node).strip()
-            href = node.attributes.get("href")
-            return f"[{inner}]({href})" if href and inner else inner
+            href = node.attributes.get("href") or ""
+            if href and inner and not self.in_code and safe_url(href):
+                return f"[{inner}]({_url(href)})"
+            return inner
         if tag == "input":
-            return (_checkbox(node) or "") + " "
+            box = _checkbox(node)
+            return (escape_text(box) if box and not box.startswith("[") else (box or "")) + " "
         if tag == "img":
-            alt = _oneline(node.attributes.get("alt") or "").replace("]", ")").replace("[", "(")
-            return f"![{alt}]({self.figure or ''})"
+            alt = _alt(node, self.store)
+            if self.figure and not self.in_code:
+                fig, self.figure = self.figure, None  # only the first image links the crop
+                return f"![{alt}]({_url(fig)})"
+            return escape_text(alt)
         if tag in ("ul", "ol"):
             return self.list(node, ordered=tag == "ol")
         if tag == "li":
-            return self.list_item("- ", node)
+            return "\n" + self.list_item("- ", node) + "\n"
         if tag == "table":
             return f"\n\n{self.table(node)}\n\n"
         return self.inline(node)
@@ -124,7 +172,9 @@ class _MD:
         return marker + lines[0] + "".join("\n" + (pad + ln if ln.strip() else "") for ln in lines[1:])
 
     def list(self, node: LexborNode, ordered: bool) -> str:
-        items, n = [], int(node.attributes.get("start") or 1) if ordered and (node.attributes.get("start") or "").isdigit() else 1
+        start = (node.attributes.get("start") or "").strip()
+        n = int(start) if ordered and start.isdigit() and len(start) < 9 else 1
+        items = []
         for c in _children(node):
             tag = (c.tag or "").lower()
             if tag == "li":
@@ -132,23 +182,28 @@ class _MD:
                 n += 1
             elif tag in ("ul", "ol"):
                 nested = self.list(c, tag == "ol").strip("\n")
-                items.append("\n".join("  " + ln for ln in nested.split("\n")))
+                if nested:
+                    items.append("\n".join("  " + ln if ln else ln for ln in nested.split("\n")))
             else:
-                t = self.conv(c).strip()
+                t = _squeeze(self.conv(c)).strip()
                 if t:
-                    items.append(("- " if not ordered else f"{n}. ") + t)
+                    items.append(("- " if not ordered else f"{n}. ") + re.sub(r"\n+", " ", t))
+                    n += 1
         return "\n\n" + "\n".join(items) + "\n\n"
 
     def table(self, node: LexborNode) -> str:
-        rows = [r for r in node.css("tr")]
-        nested = node.css("table")
+        nested = node.css("table")  # includes the node itself
         spans = any(
             (c.attributes.get("colspan") or "1").strip() not in ("", "1")
             or (c.attributes.get("rowspan") or "1").strip() not in ("", "1")
             for c in node.css("td, th")
         )
+        rows = node.css("tr")
         if not rows or spans or len(nested) > 1:
-            return self.html_table(node)
+            return _HtmlTable(self).ser(node)
+        caption = "".join(
+            _squeeze(self.inline(c)).strip() + "\n\n" for c in _children(node) if (c.tag or "").lower() == "caption"
+        )
         grid: list[list[str]] = []
         header_row = False
         for i, r in enumerate(rows):
@@ -158,7 +213,7 @@ class _MD:
             grid.append([_cell(self.inline(c)) for c in cells])
         width = max((len(r) for r in grid), default=0)
         if width == 0:
-            return ""
+            return caption.strip()
         grid = [r + [""] * (width - len(r)) for r in grid]
         if header_row:
             head, body = grid[0], grid[1:]
@@ -166,42 +221,72 @@ class _MD:
             head, body = [""] * width, grid
         out = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * width) + "|"]
         out += ["| " + " | ".join(r) + " |" for r in body]
-        return "\n".join(out)
-
-    def html_table(self, node: LexborNode) -> str:
-        return _HTML_TABLE(self).ser(node)
+        return caption + "\n".join(out)
 
 
-class _HTML_TABLE:
+class _HtmlTable:
     """Tables with spans stay HTML in Markdown: structure tags and spans only; math as $...$."""
 
-    KEEP = {"table", "thead", "tbody", "tr", "td", "th", "caption"}
+    KEEP = {"table", "thead", "tbody", "tfoot", "tr", "td", "th", "caption"}
+    INLINE = {"b", "strong", "i", "em", "sup", "sub", "u", "del", "s"}
 
     def __init__(self, md: _MD):
         self.md = md
 
+    def text(self, raw: str) -> str:
+        t = _WS.sub(" ", raw)
+        parts = MATH_REF.split(t)
+        out = []
+        for i, part in enumerate(parts):
+            if i % 2:
+                item = self.md.store.get(int(part))
+                if item and item[0].strip():
+                    out.append(htmllib.escape(f"${md_latex(item[0])}$", quote=False))
+            else:
+                out.append(htmllib.escape(part, quote=False).replace("$", r"\$"))
+        return "".join(out)
+
     def ser(self, node: LexborNode) -> str:
         tag = (node.tag or "").lower()
         if tag == "-text":
-            t = _WS.sub(" ", node.text_content or "")
-            t = htmllib.escape(t, quote=False).replace("$", r"\$")
-            return MATH_REF.sub(lambda m: htmllib.escape(_math_md(self.md.store, m).strip(), quote=False), t)
-        if tag.startswith("-"):
+            return self.text(node.text_content or "")
+        if tag.startswith("-") or not node.is_element_node:
             return ""
         if tag == "input":
-            return (_checkbox(node) or "") + " "
+            box = _checkbox(node)
+            return (htmllib.escape(box, quote=False) if box else "") + " "
+        if tag == "img":
+            return htmllib.escape(_alt(node, self.md.store), quote=False)
         if tag == "br":
             return "<br>"
         inner = "".join(self.ser(c) for c in _children(node))
         if tag in self.KEEP:
             attrs = "".join(
-                f' {a}="{htmllib.escape(node.attributes.get(a) or "", quote=True)}"'
-                for a in ("colspan", "rowspan") if node.attributes.get(a)
+                f' {a}="{htmllib.escape(v, quote=True)}"'
+                for a in ("colspan", "rowspan")
+                if (v := (node.attributes.get(a) or "").strip()) and v.isdigit() and v != "1"
             )
             return f"<{tag}{attrs}>{inner.strip()}</{tag}>"
-        if tag in ("b", "strong", "i", "sup", "sub", "u", "del"):
-            return f"<{tag}>{inner}</{tag}>"
+        if tag in self.INLINE:
+            return f"<{tag}>{inner}</{tag}>" if inner.strip() else inner
+        if tag in BLOCK_TAGS:
+            return f" {inner.strip()} "
         return inner
+
+
+def _wrap(mark: str, inner: str) -> str:
+    s = inner.strip()
+    if not s:
+        return inner
+    lead = " " if inner[:1].isspace() else ""
+    trail = " " if inner[-1:].isspace() else ""
+    return f"{lead}{mark}{s}{mark}{trail}"
+
+
+def _fence(body: str) -> str:
+    longest = max((len(r) for r in re.findall(r"`{3,}", body)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{body}\n{fence}"
 
 
 def _oneline(s: str) -> str:
@@ -209,7 +294,8 @@ def _oneline(s: str) -> str:
 
 
 def _cell(s: str) -> str:
-    s = _squeeze(s).strip().replace("\n", "<br>")
+    s = _squeeze(s).strip()
+    s = re.sub(r"\n+", "<br>", s)
     return s.replace("|", r"\|")
 
 
@@ -222,63 +308,73 @@ def _squeeze(s: str) -> str:
 
 
 def node_text(node: LexborNode, store: MathStore) -> str:
-    """Plain text of a block: words, LaTeX of its math, [x]/[ ] for checkboxes."""
+    """Plain text of a block: words, LaTeX of its math, [x]/[ ] for checkboxes, alt text of images."""
     parts: list[str] = []
-
-    def walk(n: LexborNode) -> None:
+    # iterative walk: (node, closing) where closing marks the end of a block element
+    stack: list[tuple[LexborNode | None, str]] = [(c, "") for c in reversed(list(_children(node)))]
+    while stack:
+        n, closing = stack.pop()
+        if n is None:
+            parts.append(closing)
+            continue
         tag = (n.tag or "").lower()
         if tag == "-text":
             parts.append(MATH_REF.sub(lambda m: " " + ((store.get(int(m.group(1))) or ("", False))[0]) + " ",
                                       n.text_content or ""))
-            return
+            continue
+        if not n.is_element_node or tag.startswith("-"):
+            continue
         if tag == "input":
             parts.append(" " + (_checkbox(n) or "") + " ")
-            return
+            continue
         if tag == "img":
-            parts.append(" " + (n.attributes.get("alt") or "") + " ")
-            return
+            parts.append(" " + store.latex(n.attributes.get("alt") or "") + " ")
+            continue
         if tag in BLOCK_TAGS or tag in ("br", "td", "th"):
             parts.append("\n")
-        for c in _children(n):
-            walk(c)
         if tag in BLOCK_TAGS or tag in ("td", "th"):
-            parts.append("\n")
-
-    for c in _children(node):
-        walk(c)
+            stack.append((None, "\n"))
+        stack.extend((c, "") for c in reversed(list(_children(n))))
     text = "".join(parts)
     return "\n".join(_oneline(ln) for ln in text.split("\n") if ln.strip())
 
 
+def _plain_markdown(node: LexborNode, store: MathStore) -> str:
+    return "\n\n".join(escape_text(line) for line in node_text(node, store).split("\n") if line.strip())
+
+
 def block_markdown(block: "Block", node: LexborNode | None = None, store: MathStore | None = None) -> str:
-    """Markdown of one block. Without a parsed node, the block's sanitized HTML is parsed again."""
+    """Markdown of one block. Without a parsed node, the block's HTML is parsed (and sanitized) again."""
     if node is None or store is None:
-        store = MathStore()
-        body = parse_fragment(protect_math(block.html, store)).body
-        if body is None:
+        node, store = prepare_fragment(block.html or "", RENDER_TAGS, RENDER_ATTRS)
+        if node is None:
             return ""
-        node = body
+    try:
+        return _block_markdown(block, node, store)
+    except RecursionError:
+        log.warning("block %d (%s) nests too deeply for Markdown; rendered as plain text", block.index, block.label)
+        return _plain_markdown(node, store)
+
+
+def _block_markdown(block: "Block", node: LexborNode, store: MathStore) -> str:
     label = block.label
-    md = _MD(store, figure=block.figure)
     if label in FIGURE_LABELS:
-        imgs = node.css("img")
-        alt = _oneline(" ".join((i.attributes.get("alt") or "") for i in imgs))
-        alt = alt.replace("]", ")").replace("[", "(")
-        for i in imgs:
-            i.decompose()
-        rest = _squeeze(md.inline(node)).strip()
-        out = f"![{alt}]({block.figure or ''})"
-        return out + ("\n\n" + rest if rest else "")
+        md = _MD(store, figure=block.figure)
+        out = _squeeze(md.inline(node)).strip()
+        if md.figure:  # no <img> in the block: the crop goes first
+            alt = _oneline(node_text(node, store))[:200].replace("[", "(").replace("]", ")") or label
+            out = f"![{escape_text(alt)}]({_url(md.figure)})" + ("\n\n" + out if out else "")
+        return out
+    md = _MD(store)
     if label == "Equation-Block":
         text = node.text(deep=True) or ""
-        refs = MATH_REF.findall(text)
-        if refs and not MATH_REF.sub("", text).strip():
-            parts = [_math_md(store, m, force_display=True).strip() for m in MATH_REF.finditer(text)]
+        if MATH_REF.search(text) and not MATH_REF.sub("", text).strip():
+            parts = [_math_md(store, m.group(1), force_display=True).strip() for m in MATH_REF.finditer(text)]
             return "\n\n".join(p for p in parts if p)
     if label == "Code-Block" and not node.css_first("pre"):
         code = _MD(store, in_code=True)
         body = re.sub(r"\n{2,}", "\n", code.inline(node)).strip("\n")
-        return f"```\n{body}\n```" if body.strip() else ""
+        return _fence(body) if body.strip() else ""
     out = _squeeze(md.inline(node)).strip()
     if label == "Section-Header" and out and not out.startswith("#"):
         out = "## " + _oneline(out)
