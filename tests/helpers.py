@@ -1,0 +1,71 @@
+"""Documents the tests make: PDFs with text (pypdfium2 + reportlab), images, bad files."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+from PIL import Image, ImageDraw
+
+
+def text_pdf(path: Path, pages: int = 3, size=(612, 792), title: str = "Doc") -> Path:
+    """A born-digital PDF with a heading and a paragraph on each page (reportlab)."""
+    from reportlab.lib.pagesizes import letter  # noqa: F401
+    from reportlab.pdfgen import canvas
+
+    c = canvas.Canvas(str(path), pagesize=size)
+    for i in range(pages):
+        c.setFont("Helvetica-Bold", 20)
+        c.drawString(72, size[1] - 90, f"{title} page {i + 1}")
+        c.setFont("Helvetica", 11)
+        for j in range(12):
+            c.drawString(72, size[1] - 130 - 16 * j, f"Line {j} of page {i + 1}: the quick brown fox jumps over the lazy dog.")
+        c.showPage()
+    c.save()
+    return path
+
+
+def blank_pdf(path: Path, pages: int, size=(612, 792)) -> Path:
+    import pypdfium2 as pdfium
+
+    pdf = pdfium.PdfDocument.new()
+    for _ in range(pages):
+        pdf.new_page(*size)
+    pdf.save(str(path))
+    pdf.close()
+    return path
+
+
+def encrypted_pdf(path: Path, password: str = "secret") -> Path:
+    from reportlab.lib import pdfencrypt
+    from reportlab.pdfgen import canvas
+
+    enc = pdfencrypt.StandardEncryption(password, canPrint=1)
+    c = canvas.Canvas(str(path), encrypt=enc)
+    c.drawString(72, 720, "Secret page")
+    c.showPage()
+    c.save()
+    return path
+
+
+def image(path: Path, size=(800, 600), text: str = "Hello", fmt: str | None = None, **save) -> Path:
+    img = Image.new("RGB", size, "white")
+    d = ImageDraw.Draw(img)
+    d.rectangle((10, 10, size[0] - 10, size[1] // 3), outline="black", width=3)
+    d.text((20, 20), text, fill="black")
+    img.save(path, format=fmt, **save)
+    return path
+
+
+def huge_png(path: Path, side: int = 20000) -> Path:
+    """A 20,000 x 20,000 PNG that is tiny on disk (a decompression bomb)."""
+    Image.new("1", (side, side), 1).save(path, format="PNG", optimize=True)
+    return path
+
+
+def truncated_jpeg(path: Path) -> Path:
+    buf = io.BytesIO()
+    Image.new("RGB", (640, 480), "gray").save(buf, format="JPEG", quality=90)
+    data = buf.getvalue()
+    path.write_bytes(data[: len(data) // 2])
+    return path
