@@ -52,6 +52,16 @@ class Settings(BaseSettings):
     max_pages: int = 2000
     # API: requests a key may have running at once
     per_key_concurrency: int = 4
+    # API: unfinished jobs (queued or running) a key may have; more are refused with 429
+    per_key_jobs: int = 1000
+    # API: unfinished jobs in the whole service; more are refused with 429 (backpressure)
+    max_queued_jobs: int = 10000
+    # API: jobs converted at once by the job worker (pages still share the engine's capacity)
+    job_workers: int = 2
+    # API: seconds a client is told to wait (Retry-After) when refused with 429
+    retry_after_s: int = 2
+    # API: page images kept in memory for the viewer (GET /v1/pages/{token}.png), newest first
+    page_image_cache: int = 256
 
 
 def get_settings(**overrides) -> Settings:
