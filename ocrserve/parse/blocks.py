@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 _NUM = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 _LABEL_SAFE = re.compile(r"[^A-Za-z0-9_\- ]")
 _END_DIV = re.compile(r"</div\s*>\s*$", re.IGNORECASE)
+_CUT_TAG = re.compile(r"<[^<>]*$")  # a tag the token limit cut in half
 
 
 def parse_bbox(value: str | None, scale: float) -> tuple[list[float], str]:
@@ -100,13 +101,18 @@ def parse_output(
     page = Page(index=index, width=width, height=height, unit="px" if unit == "px" else "pt")
     tags = set(prof.allowed_tags) | {"div"}
     attrs = set(prof.allowed_attrs) | {"data-bbox", "data-label"}
-    body, store = prepare_fragment(raw, tags, attrs)
-    if body is None:
-        return page
 
     stripped = raw.rstrip()
     if truncated is None:
         truncated = bool(stripped) and not _END_DIV.search(stripped)
+    low = raw.lower()
+    if truncated and low.rfind("<math") <= low.rfind("</math"):  # not inside an open formula
+        cut = _CUT_TAG.search(raw)
+        if cut and re.fullmatch(r"</?(?:[A-Za-z][^<>]*)?", cut.group(0)):
+            raw = raw[: cut.start()]
+    body, store = prepare_fragment(raw, tags, attrs)
+    if body is None:
+        return page
 
     scale = float(prof.bbox_scale) if prof.bbox_scale and prof.bbox_scale > 0 else 1024.0
 

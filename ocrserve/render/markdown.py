@@ -89,19 +89,32 @@ class _MD:
         self.store = store
         self.figure = figure  # the crop, linked from the first <img> of a figure block
         self.in_code = in_code
+        self.open: dict[str, int] = {}  # emphasis marks already open around the current node
 
     def text(self, raw: str, collapse: bool = True) -> str:
         t = _WS.sub(" ", raw) if collapse else raw
         if self.in_code:
             return self.store.latex(t)
         parts = MATH_REF.split(t)  # text, index, text, index, ...
-        out = []
+        out: list[str] = []
         for i, part in enumerate(parts):
             if i % 2:
-                out.append(_math_md(self.store, part))
+                m = _math_md(self.store, part)
+                if m and out and out[-1].endswith("$"):
+                    out.append(" ")  # `$a$$b$` would read as display math
+                out.append(m)
             else:
                 out.append(escape_text(part))
         return "".join(out)
+
+    def emphasis(self, mark: str, node: LexborNode) -> str:
+        if self.open.get(mark):  # <b><b>x</b></b>: one level of bold is enough
+            return self.inline(node)
+        self.open[mark] = 1
+        try:
+            return _wrap(mark, self.inline(node))
+        finally:
+            self.open[mark] = 0
 
     def inline(self, node: LexborNode) -> str:
         return "".join(self.conv(c) for c in _children(node))
@@ -122,11 +135,11 @@ class _MD:
         if tag == "hr":
             return "\n\n---\n\n"
         if tag in ("b", "strong"):
-            return _wrap("**", self.inline(node))
+            return self.emphasis("**", node)
         if tag in ("i", "em"):
-            return _wrap("*", self.inline(node))
+            return self.emphasis("*", node)
         if tag in ("del", "s", "strike"):
-            return _wrap("~~", self.inline(node))
+            return self.emphasis("~~", node)
         if tag in ("sup", "sub"):
             inner = self.inline(node).strip()
             return f"<{tag}>{inner}</{tag}>" if inner else ""
@@ -377,7 +390,10 @@ def _block_markdown(block: "Block", node: LexborNode, store: MathStore) -> str:
         return _fence(body) if body.strip() else ""
     out = _squeeze(md.inline(node)).strip()
     if label == "Section-Header" and out and not out.startswith("#"):
-        out = "## " + _oneline(out)
+        out = _oneline(out)
+        if out.startswith("**") and out.endswith("**") and out.count("**") == 2 and len(out) > 4:
+            out = out[2:-2].strip()  # a heading is bold already
+        out = "## " + out
     return out
 
 
