@@ -1,0 +1,1 @@
+"""olmOCR-Bench compatible scoring of Markdown outputs (`ocrserve eval`)."""
