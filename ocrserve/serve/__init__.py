@@ -1,0 +1,1 @@
+"""`ocrserve serve`: memory plan, vLLM command lines, supervision of the replicas."""

@@ -1,0 +1,304 @@
+"""Memory planner: GPU memory, model shape and wanted concurrency -> how vLLM should use the card.
+
+`--memory max` is vLLM's usual way: take 90% of the card (`--gpu-memory-utilization 0.9`) and give
+everything the weights and activations leave to the KV cache. `--memory lean` sizes the KV cache
+from the work instead (`--kv-cache-memory-bytes`): the wanted number of pages in flight times the
+tokens one page holds in the cache, so the card keeps what the work does not need.
+
+Token budget of one page (Chandra on Qwen-VL patch grids):
+  - image: at most `max_pixels / patch_multiple**2` visual tokens (6.29 MP / 32**2 = 6,144); a
+    typical document page (US letter rendered at the profile's dpi) is about 3,400;
+  - prompt text: about 400 tokens (the prompt file, ~4 characters a token, plus the chat template);
+  - output: at most `sampling.max_tokens` (12,384) -> the longest sequence, `--max-model-len`;
+    on average far fewer (a dense page is ~1,000-1,500 tokens), which is what the KV plan uses.
+
+The KV cache of one token is 2 (K and V) x decoder layers x KV heads x head dim x dtype bytes.
+Weights: the decoder's linear layers shrink to 1 byte a parameter with fp8; embeddings, LM head and
+the vision tower stay bf16 (what vLLM's online fp8 does: 16.8 GiB bf16 -> 10.0 GiB fp8 measured
+for Chandra 1).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from ocrserve.profiles import Profile
+
+log = logging.getLogger(__name__)
+
+GIB = 1024**3
+BF16 = 2
+FP8 = 1
+# Qwen vocabulary (Chandra 1 and 2); used when the model folder does not say.
+DEFAULT_VOCAB = 151_936
+# chat template + prompt text overhead beyond the prompt's own characters
+TEMPLATE_TOKENS = 20
+CHARS_PER_TOKEN = 4
+# CUDA context, NCCL/cuBLAS workspaces, allocator slack: memory vLLM does not hand to tensors
+RUNTIME_OVERHEAD_GIB = 1.5
+# CUDA graphs captured for decode batch sizes up to max_num_seqs (torch.compile piecewise graphs)
+CUDA_GRAPH_GIB = 1.0
+# fraction of the card `--memory max` takes (vLLM's default)
+MAX_UTILIZATION = 0.9
+
+
+class GPU(BaseModel):
+    """One local GPU as nvidia-smi reports it."""
+
+    index: int
+    memory_gib: float = Field(gt=0)
+    name: str = "GPU"
+
+
+class ModelShape(BaseModel):
+    """The figures of a model that decide its memory."""
+
+    params_b: float = Field(gt=0, description="all parameters, billions (decoder + vision)")
+    vision_params_b: float = Field(ge=0)
+    decoder_layers: int = Field(gt=0)
+    hidden_size: int = Field(gt=0)
+    num_kv_heads: int = Field(gt=0)
+    head_dim: int = Field(gt=0)
+    vocab_size: int = DEFAULT_VOCAB
+    tie_word_embeddings: bool = False
+    # layers with a growing KV cache; hybrid models (Qwen3.5's linear attention) have fewer
+    attention_layers: int | None = None
+
+    @classmethod
+    def from_profile(cls, profile: Profile) -> "ModelShape":
+        attn = None
+        if profile.architecture == "qwen3_5":
+            # Qwen3.5 interleaves 3 linear-attention (fixed-size state) layers per full-attention one
+            attn = max(1, profile.decoder_layers // 4)
+        return cls(
+            params_b=profile.params_b, vision_params_b=profile.vision_params_b,
+            decoder_layers=profile.decoder_layers, hidden_size=profile.hidden_size,
+            num_kv_heads=profile.num_kv_heads, head_dim=profile.head_dim, attention_layers=attn,
+        )
+
+    def with_model_config(self, model_dir: Path) -> "ModelShape":
+        """This shape corrected by a local model folder's config.json (text_config for VLMs)."""
+        cfg_path = model_dir / "config.json"
+        if not cfg_path.is_file():
+            return self
+        try:
+            cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as e:
+            raise ValueError(f"model config {cfg_path} cannot be read: {e}") from e
+        text = cfg.get("text_config") or cfg
+        upd: dict = {}
+        for ours, theirs in [("decoder_layers", "num_hidden_layers"), ("hidden_size", "hidden_size"),
+                             ("num_kv_heads", "num_key_value_heads"), ("vocab_size", "vocab_size")]:
+            if isinstance(text.get(theirs), int):
+                upd[ours] = text[theirs]
+        if isinstance(text.get("head_dim"), int):
+            upd["head_dim"] = text["head_dim"]
+        elif "hidden_size" in upd and isinstance(text.get("num_attention_heads"), int):
+            upd["head_dim"] = upd["hidden_size"] // text["num_attention_heads"]
+        tie = cfg.get("tie_word_embeddings", text.get("tie_word_embeddings"))
+        if isinstance(tie, bool):
+            upd["tie_word_embeddings"] = tie
+        types = text.get("layer_types")
+        if isinstance(types, list) and types:
+            upd["attention_layers"] = max(1, sum(1 for t in types if t == "full_attention"))
+        log.debug("model shape from %s: %s", cfg_path, upd)
+        return self.model_copy(update=upd)
+
+    @property
+    def kv_layers(self) -> int:
+        return self.attention_layers or self.decoder_layers
+
+    def kv_bytes_per_token(self, kv_dtype_bytes: int) -> int:
+        return 2 * self.kv_layers * self.num_kv_heads * self.head_dim * kv_dtype_bytes
+
+    def weight_bytes(self, fp8: bool) -> int:
+        """Weights in GPU memory: with fp8 only the decoder's linear layers shrink to 1 byte."""
+        embed = self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
+        total = self.params_b * 1e9
+        if not fp8:
+            return int(total * BF16)
+        kept_bf16 = embed + self.vision_params_b * 1e9
+        return int(kept_bf16 * BF16 + max(0.0, total - kept_bf16) * FP8)
+
+
+class PageBudget(BaseModel):
+    """Tokens one page takes: worst case (sets max model length) and planned (sets the KV cache)."""
+
+    max_image_tokens: int
+    typical_image_tokens: int
+    prompt_tokens: int
+    max_output_tokens: int
+    expected_output_tokens: int
+
+    @property
+    def max_model_len(self) -> int:
+        """Longest sequence: the largest image, the prompt and every output token, rounded up to 256."""
+        n = self.max_image_tokens + self.prompt_tokens + self.max_output_tokens
+        return int(math.ceil(n / 256) * 256)
+
+    @property
+    def planned_tokens(self) -> int:
+        """KV tokens one page in flight is planned to hold (a typical page, expected output length)."""
+        return self.typical_image_tokens + self.prompt_tokens + self.expected_output_tokens
+
+    @property
+    def max_prefill_tokens(self) -> int:
+        return self.max_image_tokens + self.prompt_tokens
+
+
+def page_budget(profile: Profile, *, expected_output_tokens: int = 1024,
+                max_output_tokens: int | None = None) -> PageBudget:
+    """Token budget of a page for this profile (pixel budget on its patch grid, prompt, output)."""
+    pm = profile.patch_multiple
+    max_image = profile.max_pixels // (pm * pm)
+    # typical page: US letter (8.5 x 11 in) at the profile's render dpi, on the patch grid
+    w = max(profile.min_short_side, round(8.5 * profile.pdf_dpi))
+    h = round(w * 11 / 8.5)
+    if w * h > profile.max_pixels:
+        s = math.sqrt(profile.max_pixels / (w * h))
+        w, h = int(w * s), int(h * s)
+    typical = min(max_image, profile.image_tokens(w, h))
+    try:
+        prompt = len(profile.prompt) // CHARS_PER_TOKEN + TEMPLATE_TOKENS
+    except OSError:  # a profile whose prompt file is missing still gets a plan
+        prompt = 400
+    max_out = max_output_tokens or profile.sampling.max_tokens
+    return PageBudget(
+        max_image_tokens=max_image, typical_image_tokens=typical, prompt_tokens=prompt,
+        max_output_tokens=max_out, expected_output_tokens=min(expected_output_tokens, max_out),
+    )
+
+
+class ServePlan(BaseModel):
+    """How one vLLM replica uses its GPU; every figure in GiB unless named otherwise."""
+
+    memory: Literal["lean", "max"]
+    quantization: Literal["fp8", "none"]
+    gpu_memory_gib: float
+    concurrency: int
+    weights_gib: float
+    kv_bytes_per_token: int
+    kv_cache_bytes: int
+    activations_gib: float
+    cuda_graphs_gib: float
+    overhead_gib: float
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    planned_tokens_per_page: int
+    max_image_tokens: int
+    gpu_memory_utilization: float | None = None
+
+    @property
+    def kv_cache_gib(self) -> float:
+        return self.kv_cache_bytes / GIB
+
+    @property
+    def total_gib(self) -> float:
+        return self.weights_gib + self.kv_cache_gib + self.activations_gib + self.cuda_graphs_gib + self.overhead_gib
+
+    @property
+    def fraction_of_gpu(self) -> float:
+        return self.total_gib / self.gpu_memory_gib
+
+    @property
+    def kv_tokens(self) -> int:
+        return self.kv_cache_bytes // self.kv_bytes_per_token
+
+    @property
+    def expected_concurrency(self) -> int:
+        """Typical pages the KV cache holds at once (capped by max_num_seqs)."""
+        return min(self.max_num_seqs, self.kv_tokens // self.planned_tokens_per_page)
+
+    def vllm_args(self) -> list[str]:
+        args = ["--max-model-len", str(self.max_model_len),
+                "--max-num-seqs", str(self.max_num_seqs),
+                "--max-num-batched-tokens", str(self.max_num_batched_tokens)]
+        if self.memory == "lean":
+            args += ["--kv-cache-memory-bytes", str(self.kv_cache_bytes)]
+        else:
+            args += ["--gpu-memory-utilization", f"{self.gpu_memory_utilization:g}"]
+        if self.quantization == "fp8":
+            args += ["--quantization", "fp8", "--kv-cache-dtype", "fp8"]
+        return args
+
+    def describe(self) -> str:
+        lines = [
+            f"memory plan ({self.memory}, {'fp8 weights + fp8 KV' if self.quantization == 'fp8' else 'bf16'}) "
+            f"on a {self.gpu_memory_gib:.1f} GiB GPU:",
+            f"  weights           {self.weights_gib:7.1f} GiB",
+            f"  KV cache          {self.kv_cache_gib:7.1f} GiB  ({self.kv_tokens:,} tokens, "
+            f"{self.kv_bytes_per_token / 1024:.0f} KiB a token)",
+            f"  activations       {self.activations_gib:7.1f} GiB  (prefill of {self.max_num_batched_tokens:,} tokens, "
+            f"vision tower on a {self.max_image_tokens:,}-token page)",
+            f"  CUDA graphs       {self.cuda_graphs_gib:7.1f} GiB",
+            f"  runtime overhead  {self.overhead_gib:7.1f} GiB",
+            f"  total             {self.total_gib:7.1f} GiB  = {self.fraction_of_gpu:.0%} of the GPU",
+            f"  pages in flight   {self.expected_concurrency} expected of {self.concurrency} wanted "
+            f"({self.planned_tokens_per_page:,} tokens a typical page; longest sequence {self.max_model_len:,})",
+        ]
+        return "\n".join(lines)
+
+
+def activation_gib(shape: ModelShape, batched_tokens: int, max_image_tokens: int) -> float:
+    """Peak activations of one forward: the decoder's MLP on a prefill chunk, logits, the vision tower.
+
+    Decoder: ~intermediate (3 x hidden) x 2 (gate/up) x 2 bytes, plus residual copies, per token.
+    Vision tower: 4 patches per merged token, attention over the page, ~2 KiB x hidden a patch.
+    """
+    decoder = batched_tokens * shape.hidden_size * 16
+    logits = 1024 * shape.vocab_size * 4
+    vision = max_image_tokens * 4 * 1152 * 16
+    return (decoder + logits + vision) / GIB + 0.5
+
+
+def plan_replica(profile: Profile, shape: ModelShape, gpu_memory_gib: float, *, memory: Literal["lean", "max"] = "lean",
+                 quantization: Literal["fp8", "none"] = "fp8", concurrency: int = 128,
+                 expected_output_tokens: int = 1024, max_output_tokens: int | None = None,
+                 max_num_batched_tokens: int | None = None, gpu_memory_utilization: float | None = None,
+                 weight_share: float = 1.0) -> ServePlan:
+    """The plan for one vLLM replica (one GPU; `weight_share` < 1 when tensor parallel splits the weights)."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be at least 1, got {concurrency}")
+    if gpu_memory_gib <= 0:
+        raise ValueError(f"GPU memory must be positive, got {gpu_memory_gib} GiB")
+    fp8 = quantization == "fp8"
+    budget = page_budget(profile, expected_output_tokens=expected_output_tokens, max_output_tokens=max_output_tokens)
+    # two largest pages' prefill a step: the workload is prefill (vision + prompt) bound
+    batched = max_num_batched_tokens or max(8192, int(math.ceil(2 * budget.max_prefill_tokens / 2048) * 2048))
+    weights = shape.weight_bytes(fp8) * weight_share / GIB
+    act = activation_gib(shape, batched, budget.max_image_tokens)
+    kv_per_tok = int(shape.kv_bytes_per_token(FP8 if fp8 else BF16) * weight_share)
+    fixed = weights + act + CUDA_GRAPH_GIB + RUNTIME_OVERHEAD_GIB
+    util = None
+    if memory == "lean":
+        tokens = max(concurrency * budget.planned_tokens, budget.max_model_len)
+        # whole 16-token blocks, plus one block a sequence of rounding
+        tokens = int(math.ceil(tokens / 16) * 16) + 16 * concurrency
+        kv_bytes = tokens * kv_per_tok
+    else:
+        util = gpu_memory_utilization or MAX_UTILIZATION
+        kv_bytes = int((util * gpu_memory_gib - fixed) * GIB)
+    if kv_bytes <= 0 or fixed + kv_bytes / GIB > gpu_memory_gib:
+        need = fixed + max(kv_bytes, 0) / GIB
+        raise ValueError(
+            f"the {memory} plan needs {need:.1f} GiB but the GPU has {gpu_memory_gib:.1f} GiB: lower --concurrency, "
+            f"use --quantization fp8, or more GPUs"
+        )
+    if kv_bytes < budget.max_model_len * kv_per_tok:
+        raise ValueError(
+            f"the KV cache ({kv_bytes / GIB:.1f} GiB) cannot hold one longest sequence of {budget.max_model_len} tokens"
+        )
+    return ServePlan(
+        memory=memory, quantization=quantization, gpu_memory_gib=gpu_memory_gib, concurrency=concurrency,
+        weights_gib=weights, kv_bytes_per_token=kv_per_tok, kv_cache_bytes=kv_bytes, activations_gib=act,
+        cuda_graphs_gib=CUDA_GRAPH_GIB, overhead_gib=RUNTIME_OVERHEAD_GIB, max_model_len=budget.max_model_len,
+        max_num_seqs=concurrency, max_num_batched_tokens=batched, planned_tokens_per_page=budget.planned_tokens,
+        max_image_tokens=budget.max_image_tokens, gpu_memory_utilization=util,
+    )
