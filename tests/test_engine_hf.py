@@ -1,0 +1,260 @@
+"""Engine hf on CPU with a tiny random Qwen3-VL model built from a config.
+
+The tokenizer, chat template and image processor settings are the real Qwen files of the
+chandra1-shape folder in shared/gpu/models (no weights there); the model is a 2-layer, hidden-64
+Qwen3-VL with the same vocabulary, saved to a temporary folder and loaded the way a checkpoint is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from PIL import Image, ImageDraw  # noqa: E402
+from transformers import LogitsProcessor, LogitsProcessorList  # noqa: E402
+
+from ocrserve.engines import EngineError, PageInput, create_engine  # noqa: E402
+from ocrserve.engines.hf import HFEngine, resolve_checkpoint, resolve_device  # noqa: E402
+from ocrserve.parse import parse_output  # noqa: E402
+from ocrserve.profiles import load_profile  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+SHAPE_TAR = next(
+    (p for p in (REPO.parent / "shared/gpu/models/chandra1-shape.tar.xz",
+                 Path("/work/shared/gpu/models/chandra1-shape.tar.xz")) if p.is_file()),
+    None,
+)
+QWEN_FILES = ["tokenizer.json", "tokenizer_config.json", "chat_template.json", "generation_config.json"]
+GOOD = '<div data-bbox="[10, 20, 500, 80]" data-label="Text"><p>Hello tiny model</p></div>'
+
+
+@pytest.fixture(scope="module")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    assert SHAPE_TAR is not None, "shared/gpu/models/chandra1-shape.tar.xz is needed beside the repository"
+    out = tmp_path_factory.mktemp("tiny-qwen3vl")
+    with tarfile.open(SHAPE_TAR) as tar:
+        members = [m for m in tar.getmembers() if Path(m.name).name in QWEN_FILES + ["config.json", "preprocessor_config.json"]]
+        tar.extractall(out / "src", members=members, filter="data")
+    src = next((out / "src").rglob("config.json")).parent
+    for name in QWEN_FILES:
+        shutil.copy(src / name, out / name)
+    pre = json.loads((src / "preprocessor_config.json").read_text())
+    pre["size"] = {"shortest_edge": 32 * 32, "longest_edge": 96 * 96}  # tiny images: a few image tokens
+    (out / "preprocessor_config.json").write_text(json.dumps(pre))
+
+    cfg = json.loads((src / "config.json").read_text())
+    cfg["text_config"].update(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                              num_attention_heads=4, num_key_value_heads=2, head_dim=16)
+    cfg["text_config"]["rope_scaling"]["mrope_section"] = [4, 2, 2]
+    cfg["vision_config"].update(depth=2, hidden_size=32, intermediate_size=64, num_heads=2,
+                                out_hidden_size=64, deepstack_visual_indexes=[1], num_position_embeddings=64)
+    for k in ("architectures", "model_type", "torch_dtype", "dtype"):
+        cfg.pop(k, None)
+    torch.manual_seed(0)
+    model = transformers.Qwen3VLForConditionalGeneration(transformers.Qwen3VLConfig(**cfg))
+    model.save_pretrained(out)
+    shutil.rmtree(out / "src")
+    return out
+
+
+def _profile(**update):
+    return load_profile("chandra-1").model_copy(update=update)
+
+
+def _page(i: int, size=(64, 64)) -> PageInput:
+    img = Image.new("RGB", size, "white")
+    ImageDraw.Draw(img).rectangle([4, 4, 4 + 7 * i, 20], fill="black")
+    return PageInput(doc_id="doc", index=i, image=img, unit="px", source_type="png")
+
+
+class Scripted(LogitsProcessor):
+    """Forces each row to write the given token ids, then end-of-sequence."""
+
+    def __init__(self, scripts: list[list[int]], eos: int, prompt_len: int):
+        self.scripts, self.eos, self.prompt_len = scripts, eos, prompt_len
+
+    def __call__(self, input_ids, scores):
+        pos = input_ids.shape[1] - self.prompt_len
+        forced = torch.full_like(scores, float("-inf"))
+        for row in range(scores.shape[0]):
+            script = self.scripts[row % len(self.scripts)]
+            forced[row, script[pos] if pos < len(script) else self.eos] = 0.0
+        return forced
+
+
+def script_model(engine: HFEngine, texts_per_call: list[list[str]]):
+    """Make the model write texts_per_call[k] (one text per row, cycled) in its k-th generate() call."""
+    original = engine.model.generate
+    calls = []
+
+    def generate(**kwargs):
+        texts = texts_per_call[min(len(calls), len(texts_per_call) - 1)]
+        calls.append(kwargs["input_ids"].shape[0])
+        scripts = [engine.tokenizer.encode(t, add_special_tokens=False) for t in texts]
+        proc = Scripted(scripts, engine.eos_ids[0], kwargs["input_ids"].shape[1])
+        return original(**kwargs, logits_processor=LogitsProcessorList([proc]))
+
+    engine.model.generate = generate
+    return calls
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_dir):
+    eng = HFEngine(_profile(max_retries=1), checkpoint=str(tiny_model_dir), device="cpu", batch_size=4, max_tokens=12)
+    yield eng
+    asyncio.run(eng.aclose())
+
+
+@pytest.fixture
+def fresh_generate(engine):
+    original = engine.model.generate
+    engine.batch_size, engine.max_tokens = 4, 12
+    yield engine
+    engine.model.generate = original
+    engine.batch_size, engine.max_tokens = 4, 12
+
+
+def test_prepare_uses_prompt_and_expands_image_tokens(engine):
+    images = [_page(0, (64, 64)).image, _page(1, (96, 64)).image]
+    inputs = engine.prepare(images)
+    ids = inputs["input_ids"]
+    assert ids.shape[0] == 2
+    grid = inputs["image_grid_thw"]
+    for row in range(2):
+        n_image = int((ids[row] == engine.image_token_id).sum())
+        assert n_image == int(grid[row].prod()) // 4
+    # left padding: the shorter prompt is padded at the start, the last tokens line up
+    assert inputs["attention_mask"][0, 0] == 0 and inputs["attention_mask"][:, -1].all()
+    text = engine.tokenizer.decode(ids[1], skip_special_tokens=False)
+    user_turn = text.split("<|vision_end|>", 1)[1].split("<|im_end|>", 1)[0]
+    assert user_turn == engine.profile.prompt  # byte for byte, after the image
+    assert text.rstrip().endswith("<|im_start|>assistant")
+
+
+async def test_batch_of_pages_of_different_sizes_end_to_end(fresh_generate):
+    engine = fresh_generate
+    engine.max_tokens = 64
+    calls = script_model(engine, [[GOOD, GOOD.replace("Hello", "Bye")]])
+    sizes = [(64, 64), (96, 64), (64, 96), (32, 64), (64, 32)]
+    results = await asyncio.gather(*(engine.ocr(_page(i, s)) for i, s in enumerate(sizes)))
+    assert calls == [4, 1]  # 5 pages at batch size 4
+    for r in results:
+        assert r.ok and r.finish_reason == "stop" and r.attempts == 1
+        assert r.raw in (GOOD, GOOD.replace("Hello", "Bye"))
+        assert r.completion_tokens == len(engine.tokenizer.encode(r.raw)) + 1  # the text and end-of-sequence
+        page = parse_output(r.raw, _profile(), (64.0, 64.0), unit="px")
+        assert [b.label for b in page.blocks] == ["Text"] and "tiny model" in page.blocks[0].html
+    alone = [int(engine.prepare([_page(i, s).image])["attention_mask"].sum()) for i, s in enumerate(sizes)]
+    assert [r.prompt_tokens for r in results] == alone  # padding is not counted
+    assert alone[1] - alone[0] == 2  # 96x64 is 6 merged patches, 64x64 is 4
+
+
+async def test_random_model_output_cut_off_retried_then_fails(fresh_generate):
+    engine = fresh_generate
+    results = await asyncio.gather(*(engine.ocr(_page(i)) for i in range(3)))
+    for r in results:
+        assert not r.ok and r.attempts == 2  # the first try and one retry (max_retries=1)
+        assert r.finish_reason in ("length", "loop") and "after 2 attempts" in r.error
+        assert r.extra["completion_tokens_per_attempt"] == [12, 12]
+        parse_output(r.raw, _profile(), truncated=True)  # whatever the random model wrote, the parser copes
+
+
+async def test_repetition_loop_retried_with_retry_sampling(fresh_generate):
+    engine = fresh_generate
+    loop_text = "<p>" + "ab " * 150
+    engine.max_tokens = 400
+    seen = []
+    original = engine._generation_config
+
+    def spy(sampling, n):
+        seen.append((sampling.temperature, sampling.top_p))
+        return original(sampling, n)
+
+    engine._generation_config = spy
+    try:
+        script_model(engine, [[loop_text], [GOOD]])
+        r = await engine.ocr(_page(0))
+    finally:
+        del engine._generation_config
+    assert r.ok and r.attempts == 2 and r.raw == GOOD and "repetition loop" in r.error
+    assert seen == [(0.0, 0.1), (0.3, 0.95)]
+
+
+async def test_streaming_deltas_join_to_the_answer(fresh_generate):
+    engine = fresh_generate
+    texts = [GOOD + "\n<p>Ünïcödé ✓ 表</p>", GOOD]
+    engine.max_tokens = 64
+    script_model(engine, [texts])
+    streams: dict[int, list[str]] = {0: [], 1: []}
+
+    async def collect_async(d):
+        streams[0].append(d)
+
+    results = await asyncio.gather(
+        engine.ocr(_page(0), on_delta=collect_async),
+        engine.ocr(_page(1), on_delta=streams[1].append),
+    )
+    for i, r in enumerate(results):
+        assert r.ok
+        assert len(streams[i]) > 3  # piece by piece, not one block at the end
+        assert "".join(streams[i]) == r.raw
+    assert results[0].raw == texts[0]
+
+
+async def test_out_of_memory_names_a_batch_size_and_halves(fresh_generate):
+    engine = fresh_generate
+
+    def oom(**kwargs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+
+    engine.model.generate = oom
+    results = await asyncio.gather(*(engine.ocr(_page(i)) for i in range(4)))
+    assert all(not r.ok and r.finish_reason == "error" for r in results)
+    assert "try batch_size=2" in results[0].error
+    assert engine.batch_size == 2 and engine.capacity() == 4
+    single = await engine.ocr(_page(0))
+    assert "single page" in single.error and engine.batch_size == 2
+
+
+def test_create_engine_by_name(tiny_model_dir):
+    eng = create_engine("hf", _profile(), checkpoint=str(tiny_model_dir), device="cpu", batch_size=2)
+    assert isinstance(eng, HFEngine) and eng.capacity() == 4 and eng.dtype == torch.float32
+
+
+def test_missing_local_folder(tmp_path):
+    with pytest.raises(EngineError, match="does not exist"):
+        HFEngine(_profile(), checkpoint=str(tmp_path / "nope"), device="cpu")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(EngineError, match="no config.json"):
+        resolve_checkpoint(str(tmp_path / "empty"))
+
+
+def test_hub_checkpoint_offline_not_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(EngineError, match="not in the local Hugging Face cache.*offline"):
+        HFEngine(_profile(checkpoint="datalab-to/no-such-model"), device="cpu")
+
+
+def test_invalid_hub_id():
+    with pytest.raises(EngineError, match="does not exist"):
+        resolve_checkpoint("not a//valid id")
+
+
+def test_unsupported_devices():
+    if not torch.cuda.is_available():
+        with pytest.raises(EngineError, match="cuda.*not available"):
+            resolve_device("cuda")
+    with pytest.raises(EngineError, match="unsupported device 'tpu'"):
+        resolve_device("tpu")
+    assert resolve_device("cpu") == "cpu"
+    assert resolve_device(None) in ("cuda", "mps", "cpu")
