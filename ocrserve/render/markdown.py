@@ -100,7 +100,7 @@ class _MD:
         for i, part in enumerate(parts):
             if i % 2:
                 m = _math_md(self.store, part)
-                if m and out and out[-1].endswith("$"):
+                if m and "".join(out).endswith("$"):
                     out.append(" ")  # `$a$$b$` would read as display math
                 out.append(m)
             else:
