@@ -1,0 +1,355 @@
+"""The OCR HTTP API (FastAPI): sync and streaming conversion, persistent jobs, keys, limits, metrics, viewer.
+
+    POST   /v1/convert            multipart `file` or JSON {filename, content_base64}; ?format=json|md|html,
+                                  ?pages=1-3, ?stream=true (Server-Sent Events)
+    POST   /v1/jobs               same input -> 202 {"id"}
+    GET    /v1/jobs/{id}          status (queued, running, done, failed) and progress
+    GET    /v1/jobs/{id}/result   ?format=json|md|html
+    DELETE /v1/jobs/{id}
+    GET    /v1/pages/{token}.png  page images for the viewer (tokens come in `page_started` events)
+    GET    /healthz, /readyz, /metrics, /docs, /  (the viewer)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import logging
+import shutil
+import uuid
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from pydantic import BaseModel, ValidationError
+from starlette.datastructures import UploadFile
+
+from ..document import Document
+from ..engines import Engine, create_engine
+from ..profiles import load_profile
+from ..render import render_html, render_json, render_markdown
+from ..settings import Settings, get_settings
+from .auth import Auth, load_keys
+from .jobs import Job, JobStore
+from .limits import BodyLimit, KeyLimiter, TooManyRequests
+from .metrics import Metrics
+from .service import Checked, Service, safe_filename
+from .worker import JobWorker
+
+log = logging.getLogger(__name__)
+
+STATIC = Path(__file__).parent / "static"
+Format = Literal["json", "md", "html"]
+
+_INPUT_DOC = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "multipart/form-data": {"schema": {
+                "type": "object", "required": ["file"],
+                "properties": {"file": {"type": "string", "format": "binary", "description": "PDF or image"}},
+            }},
+            "application/json": {"schema": {
+                "type": "object", "required": ["content_base64"],
+                "properties": {"filename": {"type": "string"}, "content_base64": {"type": "string"}},
+            }},
+        },
+    }
+}
+
+
+class JSONUpload(BaseModel):
+    filename: str = "upload"
+    content_base64: str
+
+
+class JobView(Job):
+    progress: dict[str, int]
+
+
+def _render(doc: Document, fmt: str, keep_hf: bool) -> Response:
+    if fmt == "md":
+        return Response(render_markdown(doc, keep_headers_footers=keep_hf), media_type="text/markdown; charset=utf-8")
+    if fmt == "html":
+        return Response(render_html(doc), media_type="text/html; charset=utf-8")
+    return Response(render_json(doc), media_type="application/json")
+
+
+async def _read_upload(request: Request, dest_dir: Path, limit: int) -> tuple[Path, str]:
+    """The uploaded document written to dest_dir; (path, safe filename). 400/413/415 on bad requests."""
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    dest_dir.mkdir(parents=True, exist_ok=True)
+    if ctype == "multipart/form-data":
+        try:
+            form = await request.form(max_files=1, max_fields=16)
+        except HTTPException:
+            raise
+        except Exception as e:  # malformed multipart
+            raise HTTPException(400, f"cannot read the multipart body: {e}") from None
+        up = form.get("file")
+        if not isinstance(up, UploadFile):
+            raise HTTPException(400, "send the document as a multipart file field named 'file'")
+        name = safe_filename(up.filename)
+        path = dest_dir / name
+        size = await asyncio.to_thread(_copy, up.file, path)
+        await up.close()
+    elif ctype == "application/json":
+        try:
+            body = JSONUpload.model_validate_json(await request.body())
+        except ValidationError as e:
+            raise HTTPException(400, f"JSON body must be {{\"filename\", \"content_base64\"}}: {e.errors()[0]['msg']}") from None
+        try:
+            data = base64.b64decode(body.content_base64, validate=True)
+        except (binascii.Error, ValueError) as e:
+            raise HTTPException(400, f"content_base64 is not valid base64: {e}") from None
+        name = safe_filename(body.filename)
+        path = dest_dir / name
+        size = len(data)
+        if size <= limit:
+            await asyncio.to_thread(path.write_bytes, data)
+    else:
+        raise HTTPException(415, "send multipart/form-data with a 'file' field, or JSON {filename, content_base64}")
+    if size > limit:
+        raise HTTPException(413, f"upload too large: {size} bytes; the limit is {limit} bytes")
+    if size == 0:
+        raise HTTPException(422, f"{name}: the file is empty")
+    return path, name
+
+
+def _copy(src, path: Path) -> int:
+    src.seek(0)
+    with open(path, "wb") as f:
+        shutil.copyfileobj(src, f, 1024 * 1024)
+        return f.tell()
+
+
+def _sse(kind: str, data: Any) -> bytes:
+    return f"event: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+def create_app(settings: Settings | None = None, engine: Engine | str | None = None) -> FastAPI:
+    """The API around one engine (an Engine, or a name for create_engine; default from settings)."""
+    settings = settings or get_settings()
+    keys = load_keys(settings)
+    auth = Auth(keys)
+    profile = load_profile(settings.model)
+    state: dict[str, Any] = {}
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        eng = engine
+        own = not hasattr(eng, "ocr")
+        if own:
+            eng = create_engine(eng if isinstance(eng, str) else settings.engine, profile, settings)
+        service = Service(settings, eng, profile)
+        service.metrics = app.state.metrics
+        worker = JobWorker(service, store, settings.job_workers)
+        app.state.service, app.state.worker = service, worker
+        if auth.open:
+            log.warning("no API keys configured (OCRSERVE_API_KEYS / OCRSERVE_API_KEYS_FILE): the API is open to anyone "
+                        "who can reach it")
+        log.info("OCR API: engine %s, model %s, data in %s", eng.name, profile.name, settings.data_dir)
+        worker.start()
+        try:
+            yield
+        finally:
+            await worker.stop()
+            await service.aclose()
+            if own:
+                await eng.aclose()
+            store.close()
+
+    store = JobStore(Path(settings.data_dir))
+    uploads = Path(settings.data_dir) / "uploads"
+    shutil.rmtree(uploads, ignore_errors=True)  # leftovers of sync requests of a stopped service
+    app = FastAPI(title="ocrserve OCR API", version="1", lifespan=lifespan,
+                  description="Documents to Markdown, HTML and JSON with Chandra OCR models.")
+    metrics = Metrics(queue_depth=lambda: store.count(("queued",)), jobs_running=lambda: store.count(("running",)))
+    app.state.metrics = metrics
+    app.state.store = store
+    limiter = KeyLimiter(settings.per_key_concurrency, settings.retry_after_s)
+    app.add_middleware(BodyLimit, limit=settings.max_upload_bytes, paths=("/v1/convert", "/v1/jobs"),
+                       on_reject=lambda: metrics.rejected.labels(reason="too_large").inc())
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(request: Request, exc: HTTPException):
+        reason = {413: "too_large", 429: "too_many", 422: "bad_input", 400: "bad_input", 415: "bad_input"}.get(exc.status_code)
+        if reason:
+            metrics.rejected.labels(reason=reason).inc()
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=exc.headers)
+
+    def service() -> Service:
+        return app.state.service
+
+    # ------------------------------------------------------------------ health, metrics, viewer
+    @app.get("/healthz", tags=["ops"])
+    async def healthz() -> dict:
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["ops"])
+    async def readyz():
+        ok = await service().ready()
+        return JSONResponse({"ready": ok, "engine": service().engine.name}, status_code=200 if ok else 503)
+
+    @app.get("/metrics", tags=["ops"])
+    async def metrics_endpoint():
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/", include_in_schema=False)
+    async def viewer():
+        return FileResponse(STATIC / "index.html", media_type="text/html")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.get("/v1/pages/{token}.png", tags=["viewer"], response_class=Response)
+    async def page_image(token: str):
+        png = service().images.get(token)
+        if png is None:
+            raise HTTPException(404, "no such page image (they are kept for a while only)")
+        return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=3600"})
+
+    # ------------------------------------------------------------------ convert
+    @app.post("/v1/convert", tags=["convert"], openapi_extra=_INPUT_DOC,
+              responses={200: {"description": "Document JSON, Markdown or HTML; with stream=true an SSE stream "
+                                              "of page_started, block, page_done, done, error events"}})
+    async def convert(request: Request, who: str = Depends(auth), format: Format = Query("json"),
+                      pages: str | None = Query(None, description="page ranges, e.g. 1-3,7"),
+                      stream: bool = Query(False, description="answer with Server-Sent Events")):
+        svc = service()
+        limiter.acquire(who)
+        work = uploads / uuid.uuid4().hex
+        handed_off = False
+        try:
+            path, name = await _read_upload(request, work, settings.max_upload_bytes)
+            checked = await svc.inspect(path, name, pages)
+            if stream:
+                handed_off = True
+                return StreamingResponse(
+                    _stream(svc, checked, format, lambda: (limiter.release(who), shutil.rmtree(work, True))),
+                    media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+                )
+            result, _, _ = await svc.convert(checked)
+            if result.document is None:
+                raise HTTPException(422, f"{name}: {result.error}")
+            return _render(result.document, format, settings.keep_headers_footers)
+        finally:
+            if not handed_off:
+                limiter.release(who)
+                shutil.rmtree(work, ignore_errors=True)
+
+    async def _stream(svc: Service, checked: Checked, fmt: str, cleanup):
+        queue: asyncio.Queue = asyncio.Queue()
+
+        def sink(kind: str, data: dict) -> None:
+            queue.put_nowait((kind, data))
+
+        async def run() -> None:
+            try:
+                result, interrupted, _ = await svc.convert(checked, sink=sink, stream=True)
+                if result.document is not None:
+                    doc = result.document
+                    payload: dict[str, Any] = {"status": result.status, "document": json.loads(render_json(doc))}
+                    if fmt == "md":
+                        payload["markdown"] = render_markdown(doc, keep_headers_footers=settings.keep_headers_footers)
+                    elif fmt == "html":
+                        payload["html"] = render_html(doc)
+                    sink("done", payload)
+                elif not interrupted:
+                    sink("error", {"error": f"{checked.filename}: {result.error}"})
+            except Exception as e:  # noqa: BLE001 - reported to the client as an event
+                log.exception("streaming conversion of %s", checked.filename)
+                metrics.failures.labels(kind="internal").inc()
+                sink("error", {"error": f"internal error: {e!r}"})
+            finally:
+                queue.put_nowait(None)
+
+        task = asyncio.create_task(run())
+        try:
+            yield b": ocrserve\n\n"
+            while True:
+                try:
+                    item = await asyncio.wait_for(queue.get(), timeout=15)
+                except TimeoutError:
+                    yield b": ping\n\n"
+                    continue
+                if item is None:
+                    break
+                yield _sse(*item)
+        finally:
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+            cleanup()
+
+    # ------------------------------------------------------------------ jobs
+    def _view(job: Job) -> dict:
+        return JobView(**job.model_dump(), progress={"pages_done": job.pages_done, "pages_total": job.pages_total}
+                       ).model_dump()
+
+    def _owned(job_id: str, who: str) -> Job:
+        job = store.get(job_id, key=None if auth.open else who)
+        if job is None:
+            raise HTTPException(404, f"no job {job_id}")
+        return job
+
+    @app.post("/v1/jobs", status_code=202, tags=["jobs"], openapi_extra=_INPUT_DOC)
+    async def submit(request: Request, who: str = Depends(auth),
+                     pages: str | None = Query(None, description="page ranges, e.g. 1-3,7")):
+        def room() -> None:
+            if store.count(key=who) >= settings.per_key_jobs:
+                raise TooManyRequests(f"this key has {settings.per_key_jobs} unfinished jobs; retry later",
+                                      settings.retry_after_s)
+            if store.count() >= settings.max_queued_jobs:
+                raise TooManyRequests("the job queue is full; retry later", settings.retry_after_s)
+
+        room()
+        svc = service()
+        job_id = store.new_id()
+        jdir = store.job_dir(job_id)
+        try:
+            path, name = await _read_upload(request, jdir / "input", settings.max_upload_bytes)
+            checked = await svc.inspect(path, name, pages)
+            room()
+            job = store.add(job_id, who, name, path, pages, checked.selected)
+        except BaseException:
+            shutil.rmtree(jdir, ignore_errors=True)
+            raise
+        app.state.worker.notify()
+        return JSONResponse({"id": job.id, "status": job.status, "pages_total": job.pages_total},
+                            status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})
+
+    @app.get("/v1/jobs/{job_id}", tags=["jobs"], response_model=JobView)
+    async def job_status(job_id: str, who: str = Depends(auth)):
+        return _view(_owned(job_id, who))
+
+    @app.get("/v1/jobs/{job_id}/result", tags=["jobs"], response_class=Response)
+    async def job_result(job_id: str, who: str = Depends(auth), format: Format = Query("json")):
+        job = _owned(job_id, who)
+        if job.status == "failed":
+            raise HTTPException(422, f"job {job_id} failed: {job.error}")
+        if job.status != "done":
+            raise HTTPException(409, f"job {job_id} is {job.status} ({job.pages_done}/{job.pages_total} pages)")
+        text = await asyncio.to_thread(store.result_path(job_id).read_text, encoding="utf-8")
+        if format == "json":
+            return Response(text, media_type="application/json")
+        return _render(Document.model_validate_json(text), format, settings.keep_headers_footers)
+
+    @app.delete("/v1/jobs/{job_id}", tags=["jobs"])
+    async def job_delete(job_id: str, who: str = Depends(auth)):
+        _owned(job_id, who)
+        app.state.worker.cancel(job_id)
+        store.delete(job_id)
+        return {"id": job_id, "deleted": True}
+
+    return app
+
+
+def create_app_from_env() -> FastAPI:
+    """For `uvicorn --factory ocrserve.server.app:create_app_from_env` (settings from OCRSERVE_*)."""
+    return create_app(get_settings())

@@ -1,0 +1,122 @@
+"""The job worker: tasks that take queued jobs from the store and convert them with the shared engine."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+
+from ..render import render_json
+from .jobs import JobStore
+from .service import Checked, Service
+
+log = logging.getLogger(__name__)
+
+
+class JobWorker:
+    def __init__(self, service: Service, store: JobStore, workers: int) -> None:
+        self.service, self.store = service, store
+        self.n = max(1, int(workers))
+        self.wake = asyncio.Event()
+        self.running: dict[str, asyncio.Task] = {}
+        self.deleted: set[str] = set()
+        self.stopping = False
+        self._loops: list[asyncio.Task] = []
+
+    def start(self) -> None:
+        n = self.store.recover()
+        if n:
+            log.warning("resuming %d job(s) left running by a stopped service", n)
+        self._loops = [asyncio.create_task(self._loop(), name=f"ocrserve-job-worker-{i}") for i in range(self.n)]
+
+    async def stop(self) -> None:
+        self.stopping = True
+        for t in self._loops:
+            t.cancel()
+        await asyncio.gather(*self._loops, return_exceptions=True)
+
+    def notify(self) -> None:
+        self.wake.set()
+
+    def cancel(self, job_id: str) -> None:
+        """A deleted job: stop converting it if it runs."""
+        self.deleted.add(job_id)
+        t = self.running.get(job_id)
+        if t is not None:
+            t.cancel()
+
+    async def _loop(self) -> None:
+        while not self.stopping:
+            job = self.store.claim()
+            if job is None:
+                self.wake.clear()
+                try:
+                    await asyncio.wait_for(self.wake.wait(), timeout=1.0)
+                except TimeoutError:
+                    pass
+                continue
+            if job["id"] in self.deleted:
+                continue
+            t = asyncio.create_task(self._run(job))
+            self.running[job["id"]] = t
+            try:
+                await asyncio.wait({t})
+            except asyncio.CancelledError:  # the service stops: the job goes back to the queue
+                t.cancel()
+                await asyncio.wait({t})
+                raise
+            finally:
+                self.running.pop(job["id"], None)
+
+    async def _run(self, job: dict) -> None:
+        job_id = job["id"]
+        counts = {"done": 0, "failed": 0}
+
+        def on_page(index: int, status: str) -> None:
+            counts["done"] += 1
+            counts["failed"] += status == "failed"
+            self.store.progress(job_id, counts["done"], counts["failed"])
+
+        checked = Checked(path=Path(job["input_path"]), filename=job["filename"], info=None, pages=job["pages"],
+                          selected=job["pages_total"])
+        try:
+            result, interrupted, _ = await self.service.convert(checked, on_page=on_page)
+        except asyncio.CancelledError:
+            interrupted = True
+            result = None
+        except Exception as e:  # noqa: BLE001 - a bug fails the job, never the worker
+            log.exception("job %s", job_id)
+            self.service.metrics.failures.labels(kind="internal").inc()
+            self.store.finish(job_id, "failed", error=f"internal error: {e!r}")
+            return
+        if interrupted or result is None:
+            if job_id not in self.deleted:
+                self.store.requeue(job_id)
+                log.info("job %s interrupted; back in the queue", job_id)
+            return
+        if job_id in self.deleted:
+            return
+        if result.document is None:
+            self.service.metrics.failures.labels(kind="job").inc()
+            self.store.finish(job_id, "failed", error=result.error)
+            return
+        doc = result.document
+        dest = self.store.result_path(job_id)
+        try:
+            await asyncio.to_thread(_write_atomic, dest, render_json(doc))
+        except OSError as e:
+            self.store.finish(job_id, "failed", error=f"cannot write the result: {e}")
+            return
+        self.store.finish(job_id, "done", error=result.error, pages_done=len(doc.pages),
+                          pages_failed=sum(p.status == "failed" for p in doc.pages))
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
