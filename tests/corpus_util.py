@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+from html.parser import HTMLParser
 import re
 from pathlib import Path
 
@@ -59,3 +60,42 @@ def contains_run(haystack: list[str], needle: list[str]) -> bool:
         return True
     first, n = needle[0], len(needle)
     return any(haystack[i:i + n] == needle for i in range(len(haystack) - n + 1) if haystack[i] == first)
+
+
+class _TagCollector(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, attrs))
+
+    handle_startendtag = handle_starttag
+
+
+_PAGE_TAGS = {"html", "head", "meta", "title", "style", "body", "section", "figure", "figcaption"}
+_SQUEEZE = re.compile(r"[\x00-\x20\x7f\u00a0\u200b-\u200f\ufeff]+")
+
+
+def unsafe_html_findings(out: str, allowed_tags: set[str]) -> list[str]:
+    """What would let the HTML run code: script tags, on* handlers, javascript:/vbscript:/data: URLs."""
+    found = []
+    if re.search(r"<\s*script", out, re.I):
+        found.append("<script")
+    if re.search(r"<[^>]*[\s/\"']on[a-z]+\s*=", out, re.I):
+        found.append("on...= in a tag")
+    p = _TagCollector()
+    p.feed(out)
+    p.close()
+    for tag, attrs in p.tags:
+        if tag not in allowed_tags | _PAGE_TAGS:
+            found.append(f"tag {tag}")
+        for name, value in attrs:
+            v = _SQUEEZE.sub("", html.unescape(value or "")).lower()
+            if name.startswith("on"):
+                found.append(f"{tag} {name}=")
+            if "javascript:" in v or "vbscript:" in v or (name in ("href", "src") and v.startswith("data:")):
+                found.append(f"{tag} {name}={value!r}")
+            if name == "style" and ("expression" in v or "url(" in v):
+                found.append(f"{tag} style={value!r}")
+    return found

@@ -208,6 +208,15 @@ def _escape_text(text: str, store: MathStore) -> str:
     return math_html(store, htmllib.escape(text, quote=False))
 
 
+def escape_attr(value: str) -> str:
+    """An attribute value for a double-quoted attribute. The `=` of `on...=` is written as a reference
+    too, so that text such as `x" onerror=...` inside a value never reads like a handler to a filter."""
+    return _HANDLER_LIKE.sub(r"\1&#61;", htmllib.escape(value, quote=True))
+
+
+_HANDLER_LIKE = re.compile(r"(on[a-z]+\s*)=", re.IGNORECASE)
+
+
 def serialize_children(node: LexborNode, store: MathStore, allowed_tags: set[str], allowed_attrs: set[str]) -> str:
     """Safe HTML of the children of `node` (iterative: any depth)."""
     kids = []
@@ -251,7 +260,7 @@ def serialize_nodes(nodes: list[LexborNode], store: MathStore, allowed_tags: set
                 if not attr_allowed(name, value, allowed_attrs):
                     continue
                 value = store.latex(value)
-                attrs.append(f' {name.lower()}="{htmllib.escape(value, quote=True)}"' if value else f" {name.lower()}")
+                attrs.append(f' {name.lower()}="{escape_attr(value)}"' if value else f" {name.lower()}")
             out.append(f"<{tag}{''.join(attrs)}>")
             if tag in VOID_TAGS:
                 continue

@@ -11,7 +11,7 @@ import math
 import re
 from typing import TYPE_CHECKING
 
-from ..parse.sanitize import prepare_fragment, safe_url, serialize_children
+from ..parse.sanitize import escape_attr, prepare_fragment, safe_url, serialize_children
 from .markdown import RENDER_ATTRS, RENDER_TAGS
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ _ALT = re.compile(r'\balt="([^"]*)"')
 
 
 def _attr(v: object) -> str:
-    return htmllib.escape(str(v), quote=True)
+    return escape_attr(str(v))
 
 
 def _num(v: float) -> str:
