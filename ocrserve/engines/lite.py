@@ -1,0 +1,311 @@
+"""The embedded engine `lite`: the PDF text layer where it is usable, RapidOCR where it is not.
+
+No GPU, no weights to download (the `rapidocr` wheel ships its ONNX models; onnxruntime on the
+CPU). Lines become layout blocks (ocrserve.engines.layout) and the answer is Chandra's raw HTML
+layout-block form, boxes in the profile's scale and format, so parsing and rendering are shared
+with the model engines. Also the fallback for pages a model engine gives up on (`lite_raw_for`).
+
+pypdfium2 is not thread-safe and OCR is CPU-bound: pages go to a bounded pool of worker processes
+(spawn), each with its own pdfium state and one RapidOCR instance created on first use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures as cf
+import logging
+import math
+import multiprocessing as mp
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from PIL import Image
+
+from ..profiles import Profile, load_profile
+from .base import DeltaCallback, EngineError, EngineResult, PageInput
+from .layout import blocks_to_raw, build_blocks
+from .textlayer import Line, analyze_page
+
+log = logging.getLogger(__name__)
+
+OCR_LONG_SIDE = 1700        # pixels of the long side of a page rendered for OCR (~150 dpi on Letter)
+OCR_MAX_SCALE = 4.0         # at most 288 dpi for tiny pages
+OCR_MIN_SCORE = 0.5         # RapidOCR lines below this confidence are dropped
+
+
+# ---------------------------------------------------------------- worker side
+
+_OCR: Any = None
+_DOCS: dict[tuple[str, float, str | None], Any] = {}
+_PDFIUM_LOCK = threading.Lock()   # for in-process use (lite_raw_for)
+
+
+def _quiet_rapidocr() -> None:
+    for name in ("RapidOCR", "rapidocr"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def _worker_init(threads: int) -> None:
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    os.environ["OCRSERVE_LITE_THREADS"] = str(threads)
+    _quiet_rapidocr()
+
+
+def _ocr_engine():
+    global _OCR
+    if _OCR is None:
+        _quiet_rapidocr()
+        from rapidocr import RapidOCR
+
+        threads = int(os.environ.get("OCRSERVE_LITE_THREADS", "0") or 0) or -1
+        _OCR = RapidOCR(params={
+            "Global.log_level": "error",
+            "Global.use_cls": False,
+            "EngineConfig.onnxruntime.intra_op_num_threads": threads,
+            "EngineConfig.onnxruntime.inter_op_num_threads": 1,
+        })
+        _quiet_rapidocr()
+    return _OCR
+
+
+def _deskew_angle(quads: list[list[list[float]]]) -> float:
+    """Median angle (radians) of the long, flat text boxes."""
+    angles = []
+    for q in quads:
+        (x0, y0), (x1, y1), _, (x3, y3) = q[0], q[1], q[2], q[3]
+        w = math.hypot(x1 - x0, y1 - y0)
+        h = math.hypot(x3 - x0, y3 - y0)
+        if w > 3 * h and w > 0:
+            angles.append(math.atan2(y1 - y0, x1 - x0))
+    if not angles:
+        return 0.0
+    angles.sort()
+    return angles[len(angles) // 2]
+
+
+def ocr_lines(image: Image.Image) -> list[Line]:
+    """RapidOCR on an image -> lines in the image's pixel coordinates (deskewed by the median angle)."""
+    import numpy as np
+
+    img = image if image.mode == "RGB" else image.convert("RGB")
+    result = _ocr_engine()(np.asarray(img))
+    boxes = getattr(result, "boxes", None)
+    txts = getattr(result, "txts", None)
+    scores = getattr(result, "scores", None)
+    if boxes is None or txts is None:
+        return []
+    quads = [[[float(p[0]), float(p[1])] for p in q] for q in boxes]
+    angle = _deskew_angle(quads)
+    cx, cy = img.width / 2, img.height / 2
+    ca, sa = math.cos(-angle), math.sin(-angle)
+    lines = []
+    for q, text, score in zip(quads, txts, scores if scores is not None else [1.0] * len(quads)):
+        text = (text or "").strip()
+        if not text or float(score) < OCR_MIN_SCORE:
+            continue
+        if abs(angle) > 0.002:
+            q = [[cx + (x - cx) * ca - (y - cy) * sa, cy + (x - cx) * sa + (y - cy) * ca] for x, y in q]
+        xs, ys = [p[0] for p in q], [p[1] for p in q]
+        lines.append(Line(text=text, x0=min(xs), y0=min(ys), x1=max(xs), y1=max(ys), score=float(score)))
+    _estimate_sizes(lines)
+    return lines
+
+
+def _estimate_sizes(lines: list[Line]) -> None:
+    """A font-size proxy for OCR lines: box height (skewed by descenders and padding) averaged with
+    the mean character width (which bold, large headings inflate), both relative to the page median."""
+    if not lines:
+        return
+    hs = sorted(l.h for l in lines)
+    cws = sorted(l.w / max(len(l.text), 1) for l in lines)
+    h_med, cw_med = hs[len(hs) // 2], max(cws[len(cws) // 2], 1e-6)
+    for l in lines:
+        cw = l.w / max(len(l.text), 1)
+        l.size = h_med * (l.h / h_med + cw / cw_med) / 2
+
+
+def _open_pdf(path: str, password: str | None):
+    import pypdfium2 as pdfium
+
+    key = (path, os.path.getmtime(path), password)
+    doc = _DOCS.get(key)
+    if doc is None:
+        while len(_DOCS) >= 2:
+            _DOCS.pop(next(iter(_DOCS))).close()
+        doc = pdfium.PdfDocument(path, password=password)
+        _DOCS[key] = doc
+    return doc
+
+
+@dataclass
+class LiteOptions:
+    bbox_scale: int = 1024
+    bbox_format: str = "list"
+    ocr: str = "auto"              # auto | always | never (never: text layer only, empty page if none)
+    trust_invisible: bool = True   # use an earlier invisible OCR layer when it reads like text
+
+
+def page_raw(task: dict) -> dict:
+    """One page -> raw layout-block HTML (runs in a worker process, or in-process under a lock)."""
+    t0 = time.perf_counter()
+    opts = LiteOptions(**task["options"])
+    info: dict[str, Any] = {}
+    if task.get("source_type") == "pdf" and task.get("source_path"):
+        doc = _open_pdf(task["source_path"], task.get("password"))
+        page = doc[task["index"]]
+        report = analyze_page(page, trust_invisible=opts.trust_invisible)
+        width, height = report.width, report.height
+        verdict = report.verdict
+        if opts.ocr == "always":
+            verdict = "ocr_page"
+        elif opts.ocr == "never" and verdict != "text":
+            verdict = "text"
+        info.update(verdict=verdict, reason=report.reason)
+        lines: list[Line] = list(report.lines) if verdict != "ocr_page" else []
+        figures: list[tuple[float, float, float, float]] = []
+        if verdict in ("ocr_page", "ocr_regions"):
+            scale = min(max(OCR_LONG_SIDE / max(width, height, 1.0), 1.0), OCR_MAX_SCALE)
+            rendered = page.render(scale=scale).to_pil()
+            if verdict == "ocr_page":
+                lines = [_scaled(l, 1 / scale, 0, 0) for l in ocr_lines(rendered)]
+            else:
+                for x0, y0, x1, y1 in report.ocr_regions:
+                    box = (int(x0 * scale), int(y0 * scale), int(math.ceil(x1 * scale)), int(math.ceil(y1 * scale)))
+                    found = ocr_lines(rendered.crop(box)) if box[2] - box[0] > 8 and box[3] - box[1] > 8 else []
+                    found = [l for l in found if l.score >= 0.7]
+                    if found:
+                        lines += [_scaled(l, 1 / scale, x0, y0) for l in found]
+                    else:
+                        figures.append((x0, y0, x1, y1))
+        page.close()
+        ocr = verdict == "ocr_page"
+    else:
+        image: Image.Image = task["image"]
+        width, height = float(image.width), float(image.height)
+        lines, figures, ocr = ocr_lines(image), [], True
+        info.update(verdict="ocr_page", reason="image")
+    blocks = build_blocks(lines, width, height, figures=figures, ocr=ocr)
+    raw = blocks_to_raw(blocks, width, height, opts.bbox_scale, opts.bbox_format)
+    info["elapsed_s"] = time.perf_counter() - t0
+    return {"raw": raw, **info}
+
+
+def _scaled(l: Line, f: float, dx: float, dy: float) -> Line:
+    return Line(l.text, l.x0 * f + dx, l.y0 * f + dy, l.x1 * f + dx, l.y1 * f + dy, l.size, l.bold, l.score)
+
+
+# ---------------------------------------------------------------- engine side
+
+
+def _task(page: PageInput, options: dict) -> dict:
+    task = {
+        "source_type": page.source_type,
+        "source_path": page.source_path,
+        "index": page.index,
+        "password": page.password,
+        "options": options,
+    }
+    if not (page.source_type == "pdf" and page.source_path):
+        task["image"] = page.image
+    return task
+
+
+def _options(profile: Profile, options: dict) -> dict:
+    ocr = str(options.get("ocr", "auto"))
+    if ocr not in ("auto", "always", "never"):
+        raise EngineError(f"lite option ocr={ocr!r}: use auto, always or never")
+    return {
+        "bbox_scale": int(profile.bbox_scale),
+        "bbox_format": profile.bbox_format,
+        "ocr": ocr,
+        "trust_invisible": bool(options.get("trust_invisible", True)),
+    }
+
+
+def lite_raw_for(page: PageInput, profile: Profile | str | None = None, **options) -> str:
+    """Raw layout-block HTML for one page, computed in this process (the pipeline's fallback).
+
+    Serialised by a lock: pdfium must not run on two threads of a process at once.
+    """
+    prof = load_profile(profile)
+    with _PDFIUM_LOCK:
+        return page_raw(_task(page, _options(prof, options)))["raw"]
+
+
+def _default_workers(settings) -> int:
+    n = int(getattr(settings, "lite_workers", 0) or 0) if settings is not None else 0
+    return max(1, n or min(os.cpu_count() or 1, 8))
+
+
+class LiteEngine:
+    """Engine `lite`: text layer + RapidOCR on the CPU, pages in a pool of worker processes."""
+
+    name = "lite"
+
+    def __init__(self, profile: Profile | str | None = None, settings=None, workers: int | None = None, **options):
+        self.profile = load_profile(profile)
+        self.settings = settings
+        self.workers = max(1, int(workers or _default_workers(settings)))
+        self.timeout = float(options.pop("timeout", getattr(settings, "request_timeout", 600.0) or 600.0))
+        # options meant for other engines (server, api_key, ...) are ignored here
+        self.options = _options(self.profile, options)
+        self._pool: cf.ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()
+
+    def _executor(self) -> cf.ProcessPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                threads = max(1, (os.cpu_count() or 1) // self.workers)
+                self._pool = cf.ProcessPoolExecutor(
+                    max_workers=self.workers, mp_context=mp.get_context("spawn"),
+                    initializer=_worker_init, initargs=(threads,),
+                )
+            return self._pool
+
+    def capacity(self) -> int:
+        return self.workers * 2
+
+    async def ocr(self, page: PageInput, *, on_delta: DeltaCallback | None = None) -> EngineResult:
+        t0 = time.perf_counter()
+        try:
+            task = _task(page, self.options)
+            loop = asyncio.get_running_loop()
+            fut = loop.run_in_executor(self._executor(), page_raw, task)
+            out = await asyncio.wait_for(fut, timeout=self.timeout)
+        except cf.process.BrokenProcessPool as exc:
+            self._reset_pool()
+            return self._fail(page, f"lite worker died: {exc}", t0)
+        except asyncio.TimeoutError:
+            return self._fail(page, f"lite timed out after {self.timeout:.0f} s", t0)
+        except Exception as exc:  # noqa: BLE001 - engines never raise for a page
+            return self._fail(page, f"{type(exc).__name__}: {exc}", t0)
+        raw = out.pop("raw")
+        if on_delta is not None and raw:
+            res = on_delta(raw)
+            if asyncio.iscoroutine(res):
+                await res
+        return EngineResult(raw=raw, ok=True, engine=self.name, finish_reason="stop",
+                            elapsed_s=time.perf_counter() - t0, extra=out)
+
+    def _fail(self, page: PageInput, error: str, t0: float) -> EngineResult:
+        log.warning("lite failed on page %s of %s: %s", page.index + 1, page.source_path or page.doc_id, error)
+        return EngineResult(raw="", ok=False, engine=self.name, finish_reason="error", error=error,
+                            elapsed_s=time.perf_counter() - t0)
+
+    def _reset_pool(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    async def aclose(self) -> None:
+        with self._lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            await asyncio.get_running_loop().run_in_executor(None, lambda: pool.shutdown(wait=True, cancel_futures=True))
+
+    def close(self) -> None:
+        self._reset_pool()
