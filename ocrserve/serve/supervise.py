@@ -6,8 +6,8 @@
   its output in `<log_dir>/<name>.log`; while starting, a child that exits or misses the health
   deadline fails the start with the reason read from its log tail (out of memory, no GPU, model not
   found, offline, port in use, ...).
-- Watch: once all are healthy, a child that dies is restarted after a backoff, at most
-  `max_restarts` times in a row (a restart that reaches health resets the count).
+- Watch: once all are healthy, a child that dies is restarted after a backoff (doubling), at most
+  `max_restarts` times in a row (the count resets once a restarted child stays up `stable_s`).
 - Stop: SIGTERM to every child's process group, SIGKILL after the grace period, then reaped: no
   orphan keeps a GPU.
 """
@@ -111,7 +111,8 @@ class Child:
     state: str = "new"  # new, starting, healthy, backoff, failed, attached, stopped
     deadline: float = 0.0
     restart_at: float = 0.0
-    restarts: int = 0  # in a row, since the last healthy start
+    restarts: int = 0  # in a row: reset once a restarted child stays healthy for stable_s
+    healthy_since: float = 0.0
     total_restarts: int = 0
     pids: list[int] = field(default_factory=list)
 
@@ -121,7 +122,7 @@ class Supervisor:
 
     def __init__(self, layout: Layout, log_dir: Path, *, health_timeout: float = 900.0, max_restarts: int = 3,
                  backoff_s: float = 2.0, max_backoff_s: float = 60.0, grace_s: float = 15.0, poll_s: float = 0.5,
-                 env: dict[str, str] | None = None) -> None:
+                 stable_s: float = 120.0, env: dict[str, str] | None = None) -> None:
         self.layout = layout
         self.log_dir = Path(log_dir)
         self.health_timeout = health_timeout
@@ -130,6 +131,7 @@ class Supervisor:
         self.max_backoff_s = max_backoff_s
         self.grace_s = grace_s
         self.poll_s = poll_s
+        self.stable_s = stable_s
         self.env = env
         self.children = [Child(spec=s, log_path=self.log_dir / f"{s.name}.log") for s in layout.processes]
         self.stop_event = threading.Event()
@@ -193,7 +195,7 @@ class Supervisor:
                 if rc is not None:
                     raise self._failure(c, f"exited with code {rc} before it was healthy")
                 if probe(c.spec.url, timeout=1.0):
-                    c.state = "healthy"
+                    c.state, c.healthy_since = "healthy", time.monotonic()
                     log.info("%s healthy at %s", c.spec.name, c.spec.url)
                 elif time.monotonic() > c.deadline:
                     raise self._failure(c, f"not healthy after {self.health_timeout:.0f} s")
@@ -212,9 +214,11 @@ class Supervisor:
                     self._spawn(c)
                 continue
             rc = c.proc.poll() if c.proc else None
+            if c.state == "healthy" and c.restarts and now - c.healthy_since > self.stable_s:
+                c.restarts = 0  # stayed up: a later death starts a fresh count
             if c.state == "starting" and rc is None:
                 if probe(c.spec.url, timeout=1.0):
-                    c.state, c.restarts = "healthy", 0
+                    c.state, c.healthy_since = "healthy", now
                     log.warning("%s healthy again after a restart", c.spec.name)
                     continue
                 if now <= c.deadline:
