@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -198,7 +199,7 @@ def run_ray_convert(
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = ray_progress
         actors, gpus_each, cpus_each = _actor_plan(name, engine_actors, gpus_per_actor, cpus_per_actor)
-        cfg = StageConfig(model=profile.name if model is None else str(model), budget=Budget.from_profile(profile),
+        cfg = StageConfig(model=profile, budget=Budget.from_profile(profile),
                           password=password, max_image_pixels=settings.max_image_pixels, page_filter=page_filter,
                           figures=figures, keep_raw=keep_raw)
         spec = EngineSpec(name=None if factory else name, model=cfg.model, settings=settings, options=engine_options,
@@ -206,19 +207,26 @@ def run_ray_convert(
                           factory=factory)
         if batch_size is None:
             batch_size = 64 if name == "vllm" else 8
+        # Ray core retries a task whose worker died (max_retries); Ray Data restarts a dead engine actor
+        # and resubmits its batches (max_restarts / max_task_retries -1, its default, set here explicitly).
+        # Newer Ray versions warn that these go through **ray_remote_args; they are still honoured.
         task_args = {"max_retries": task_retries, "num_cpus": 1}
+        actor_args: dict[str, Any] = {"max_restarts": -1, "max_task_retries": -1}
         log.info("ray run %s: %d documents, %d engine actors (%s, %g GPU, %g CPU each)", run_id, len(doc_rows),
                  actors, name, gpus_each, cpus_each)
-        ds = ray.data.from_items(doc_rows, override_num_blocks=max(1, min(len(doc_rows), 1000)))
-        ds = ds.flat_map(open_doc, fn_kwargs={"cfg": cfg}, **task_args)
-        ds = ds.repartition(target_num_rows_per_block=max(1, pages_per_task))
-        ds = ds.map(render_row, fn_kwargs={"cfg": cfg}, **task_args)
-        actor_args: dict[str, Any] = {"max_restarts": -1, "max_task_retries": -1}
-        ds = ds.map_batches(
-            EngineStage, fn_constructor_kwargs={"spec": spec}, batch_size=batch_size, batch_format="pyarrow",
-            concurrency=actors, num_gpus=gpus_each or None, num_cpus=cpus_each, **actor_args,
-        )
-        ds = ds.map(finish_row, fn_kwargs={"cfg": cfg}, **task_args)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*ray_remote_args.*")
+            ds = ray.data.from_items(doc_rows, override_num_blocks=max(1, min(len(doc_rows), 1000)))
+            ds = ds.flat_map(open_doc, fn_kwargs={"cfg": cfg}, **task_args)
+            # one row per document -> blocks of a few pages, so a long document renders on many workers
+            ds = ds.repartition(target_num_rows_per_block=max(1, pages_per_task))
+            ds = ds.map(render_row, fn_kwargs={"cfg": cfg}, **task_args)
+            ds = ds.map_batches(
+                EngineStage, fn_constructor_kwargs={"spec": spec}, batch_size=batch_size, batch_format="pyarrow",
+                compute=ray.data.ActorPoolStrategy(size=actors), num_gpus=gpus_each or None, num_cpus=cpus_each,
+                **actor_args,
+            )
+            ds = ds.map(finish_row, fn_kwargs={"cfg": cfg}, **task_args)
         summary.results = _collect(ds, doc_rows, target, run_id, name, profile.name, keep_hf, emit, summary)
     finally:
         if started:

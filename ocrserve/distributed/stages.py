@@ -58,7 +58,7 @@ def make_row(**values: Any) -> dict[str, Any]:
 class StageConfig:
     """What the CPU stages need, shipped to the workers."""
 
-    model: str
+    model: Profile  # the Profile itself travels (a profile file need not exist on the workers)
     budget: Budget
     password: str | None = None
     max_image_pixels: int = 200_000_000
@@ -129,7 +129,7 @@ class EngineSpec:
     """How an engine actor builds its engine. `factory(profile, settings, **options)` overrides `name`."""
 
     name: str | None
-    model: str
+    model: Profile  # the Profile itself travels (a profile file need not exist on the workers)
     settings: Settings
     options: dict[str, Any] = field(default_factory=dict)
     fallback: bool = True
