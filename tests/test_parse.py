@@ -231,3 +231,12 @@ def test_page_size_edge_cases():
 def test_unit_and_index():
     page = parse_output('<div data-label="Text"><p>x</p></div>', "chandra-2", (800, 600), index=4, unit="px")
     assert (page.index, page.unit, page.width, page.height) == (4, "px", 800, 600)
+
+
+def test_pathological_nesting_depth_bounded_and_next_block_kept():
+    raw = '<div data-label="Text">' + "<div>" * 40000 + "deep" + "</div>" * 40000 + "</div>"
+    raw += '<div data-label="List-Group">' + "<ul><li>item" * 3000
+    raw += '<div data-label="Text"><p>after</p></div>'
+    page = parse_output(raw)
+    assert [b.label for b in page.blocks] == ["Text", "List-Group", "Text"]
+    assert page.blocks[0].text == "deep" and page.blocks[2].text == "after"

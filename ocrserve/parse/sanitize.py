@@ -180,10 +180,57 @@ def parse_fragment(html: str) -> LexborHTMLParser:
     return LexborHTMLParser(f"<html><body>{_BAD_CHARS.sub('', html)}</body></html>")
 
 
+_RAW_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9]*)\b[^<>]*?(/?)>")
+_RAW_VOID = {"br", "hr", "img", "input", "meta", "link", "area", "base", "col", "embed", "param", "source",
+             "track", "wbr", "keygen"}
+MAX_RAW_DEPTH = 400
+
+
+def limit_raw_nesting(html: str, max_depth: int = MAX_RAW_DEPTH) -> str:
+    """Drop start tags (and their end tags) nested deeper than max_depth, before the HTML parser sees
+    them: Lexbor's time grows with the square of the nesting depth (20,000 nested divs: over a second).
+    A layout block (`<div data-label/data-bbox>`) met that deep closes everything open first, so an
+    unclosed run of markup cannot swallow the blocks after it."""
+    if html.count("<") <= max_depth:
+        return html
+    out: list[str] = []
+    stack: list[str] = []
+    excess = pos = 0
+    changed = False
+    for m in _RAW_TAG.finditer(html):
+        closing, name, selfclose = m.group(1), m.group(2).lower(), m.group(3)
+        if name in _RAW_VOID or selfclose:
+            continue
+        if not closing:
+            if len(stack) >= max_depth:
+                out.append(html[pos:m.start()])
+                pos = m.end()
+                changed = True
+                if name == "div" and ("data-label" in m.group(0) or "data-bbox" in m.group(0)):
+                    out.append("".join(f"</{n}>" for n in reversed(stack)))
+                    stack, excess = [name], 0
+                    out.append(m.group(0))
+                else:
+                    excess += 1
+            else:
+                stack.append(name)
+        elif excess:
+            out.append(html[pos:m.start()])
+            pos = m.end()
+            excess -= 1
+            changed = True
+        elif stack:
+            stack.pop()
+    if not changed:
+        return html
+    out.append(html[pos:])
+    return "".join(out)
+
+
 def prepare_fragment(html: str, allowed_tags: set[str], allowed_attrs: set[str]) -> tuple[LexborNode | None, MathStore]:
     """Untrusted HTML -> (sanitized body node, its math). The body is None for an unparsable input."""
     store = MathStore()
-    tree = parse_fragment(protect_math(html, store))
+    tree = parse_fragment(limit_raw_nesting(protect_math(html, store)))
     body = tree.body
     if body is not None:
         sanitize_node(body, allowed_tags, allowed_attrs)
