@@ -102,6 +102,10 @@ def register(app: typer.Typer) -> None:
         render_workers: Optional[int] = typer.Option(None, "--render-workers", help="page-rendering processes"),
         json_log: bool = typer.Option(False, "--json-log", help="JSON lines on stdout instead of a progress bar"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress output"),
+        ray: Optional[str] = typer.Option(
+            None, "--ray", metavar="ADDRESS",
+            help="run on a Ray cluster: auto (the running cluster), local (a fresh one on this machine) or "
+                 "ray://head:10001; OUTPUT may then be an fsspec URL (s3://...)"),
     ) -> None:
         """Convert documents to Markdown, HTML and JSON (+ figure crops) under OUTPUT/<name>/."""
         from ..engines import EngineError
@@ -136,7 +140,16 @@ def register(app: typer.Typer) -> None:
                 await conv.aclose()
 
         try:
-            summary = asyncio.run(main())
+            if ray is not None:
+                from ..distributed import run_ray_convert
+
+                summary = run_ray_convert(
+                    inputs, address=ray, output=str(output), engine=engine, model=model, pages=pages, password=password,
+                    force=force, fallback=False if no_fallback else None, keep_headers_footers=keep_headers_footers,
+                    on_event=display, concurrency=concurrency, ray_progress=not (json_log or quiet), **opts,
+                )
+            else:
+                summary = asyncio.run(main())
         except (InputError, EngineError, ValueError) as e:
             display.close()
             typer.echo(f"error: {e}", err=True)
