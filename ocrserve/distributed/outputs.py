@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 import tempfile
 import uuid
@@ -23,8 +24,21 @@ from ..output import clean_stale_staging, staging_dir, write_document
 log = logging.getLogger(__name__)
 
 
+_COLLAPSED = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/(?!/)(.*)$")
+
+
+def normalize_target(target: str | Path) -> str:
+    """The output as a string; `s3:/bucket/x` (a URL that went through pathlib.Path) -> `s3://bucket/x`."""
+    s = str(target)
+    m = _COLLAPSED.match(s)
+    if m and "://" not in s:
+        scheme, rest = m.groups()
+        s = f"file:///{rest}" if scheme == "file" else f"{scheme}://{rest}"
+    return s
+
+
 def is_url(target: str | Path) -> bool:
-    return isinstance(target, str) and "://" in target
+    return "://" in normalize_target(target)
 
 
 def complete_sha(data: Any) -> str | None:
@@ -43,7 +57,7 @@ class OutputTarget:
     """A local folder or an fsspec URL, written by the driver."""
 
     def __init__(self, target: str | Path, storage_options: dict | None = None) -> None:
-        self.target = str(target)
+        self.target = normalize_target(target)
         self.storage_options = storage_options or {}
         self._fs = None
         if is_url(self.target):

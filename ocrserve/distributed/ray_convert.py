@@ -39,7 +39,7 @@ Event = Callable[[str, dict[str, Any]], None]
 GPU_ENGINES = ("vllm", "openai", "hf")
 
 
-class RayConvertError(Exception):
+class RayConvertError(ValueError):
     """The Ray run cannot start (no Ray installed, cluster not reachable, bad option)."""
 
 
@@ -142,7 +142,7 @@ def run_ray_convert(
     engine_actors: int | None = None,
     gpus_per_actor: float | None = None,
     cpus_per_actor: float | None = None,
-    batch_size: int | None = None,
+    ray_batch_size: int | None = None,
     pages_per_task: int = 4,
     task_retries: int = 3,
     storage_options: dict | None = None,
@@ -205,8 +205,7 @@ def run_ray_convert(
         spec = EngineSpec(name=None if factory else name, model=cfg.model, settings=settings, options=engine_options,
                           fallback=settings.fallback if fallback is None else fallback, password=password,
                           factory=factory)
-        if batch_size is None:
-            batch_size = 64 if name == "vllm" else 8
+        batch_size = ray_batch_size or (64 if name == "vllm" else 8)
         # Ray core retries a task whose worker died (max_retries); Ray Data restarts a dead engine actor
         # and resubmits its batches (max_restarts / max_task_retries -1, its default, set here explicitly).
         # Newer Ray versions warn that these go through **ray_remote_args; they are still honoured.
