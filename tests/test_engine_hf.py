@@ -36,6 +36,15 @@ QWEN_FILES = ["tokenizer.json", "tokenizer_config.json", "chat_template.json", "
 GOOD = '<div data-bbox="[10, 20, 500, 80]" data-label="Text"><p>Hello tiny model</p></div>'
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    # a tiny model gains nothing from threads, and on a busy 2-core machine they spin against each other
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory) -> Path:
     assert SHAPE_TAR is not None, "shared/gpu/models/chandra1-shape.tar.xz is needed beside the repository"
@@ -86,7 +95,10 @@ class Scripted(LogitsProcessor):
         forced = torch.full_like(scores, float("-inf"))
         for row in range(scores.shape[0]):
             script = self.scripts[row % len(self.scripts)]
-            forced[row, script[pos] if pos < len(script) else self.eos] = 0.0
+            if pos >= len(script) and scores[row, self.eos] == float("-inf"):
+                forced[row] = scores[row]  # end-of-sequence is masked (min_new_tokens): let the model go on
+            else:
+                forced[row, script[pos] if pos < len(script) else self.eos] = 0.0
         return forced
 
 
@@ -161,10 +173,23 @@ async def test_random_model_output_cut_off_retried_then_fails(fresh_generate):
     engine = fresh_generate
     results = await asyncio.gather(*(engine.ocr(_page(i)) for i in range(3)))
     for r in results:
-        assert not r.ok and r.attempts == 2  # the first try and one retry (max_retries=1)
-        assert r.finish_reason in ("length", "loop") and "after 2 attempts" in r.error
-        assert r.extra["completion_tokens_per_attempt"] == [12, 12]
-        parse_output(r.raw, _profile(), truncated=True)  # whatever the random model wrote, the parser copes
+        assert not r.ok and r.attempts == 2 and r.raw == ""  # the first try and one retry (max_retries=1)
+        assert r.finish_reason in ("length", "loop") and "gave up after 2 attempts" in r.error
+        assert r.extra["completion_tokens_per_attempt"] == [12, 12] and r.completion_tokens == 12
+        assert r.extra["last_raw"]
+        parse_output(r.extra["last_raw"], _profile(), truncated=True)  # whatever the random model wrote
+
+
+async def test_ignore_eos_runs_the_full_budget_without_retries(fresh_generate):
+    engine = fresh_generate
+    engine.ignore_eos, engine.max_tokens = True, 20
+    try:
+        script_model(engine, [["<p>short</p>"]])  # would stop after a few tokens
+        r = await engine.ocr(_page(0))
+    finally:
+        engine.ignore_eos = False
+    assert r.ok and r.attempts == 1 and r.finish_reason == "length" and r.completion_tokens == 20
+    assert r.raw.startswith("<p>short</p>")
 
 
 async def test_repetition_loop_retried_with_retry_sampling(fresh_generate):
@@ -185,6 +210,7 @@ async def test_repetition_loop_retried_with_retry_sampling(fresh_generate):
     finally:
         del engine._generation_config
     assert r.ok and r.attempts == 2 and r.raw == GOOD and "repetition loop" in r.error
+    assert r.extra["retry_sampling"] is True
     assert seen == [(0.0, 0.1), (0.3, 0.95)]
 
 
@@ -207,6 +233,29 @@ async def test_streaming_deltas_join_to_the_answer(fresh_generate):
         assert len(streams[i]) > 3  # piece by piece, not one block at the end
         assert "".join(streams[i]) == r.raw
     assert results[0].raw == texts[0]
+
+
+async def test_streaming_a_retried_page_starts_over_with_an_empty_delta(fresh_generate):
+    engine = fresh_generate
+    engine.max_tokens = 64
+    script_model(engine, [["<p>" + " ".join(map(str, range(100)))], [GOOD]])  # cut off at 64 tokens, then a good answer
+    pieces: list[str] = []
+    r = await engine.ocr(_page(0), on_delta=pieces.append)
+    assert r.ok and r.attempts == 2 and r.raw == GOOD
+    restart = pieces.index("")
+    assert "".join(pieces[:restart]).startswith("<p>0 1 2") and "".join(pieces[restart + 1:]) == GOOD
+
+
+async def test_failing_delta_callback_does_not_fail_the_page(fresh_generate):
+    engine = fresh_generate
+    engine.max_tokens = 64
+    script_model(engine, [[GOOD]])
+
+    def broken(piece):
+        raise RuntimeError("consumer went away")
+
+    r = await engine.ocr(_page(0), on_delta=broken)
+    assert r.ok and r.raw == GOOD
 
 
 async def test_out_of_memory_names_a_batch_size_and_halves(fresh_generate):

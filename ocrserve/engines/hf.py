@@ -5,8 +5,9 @@ Pages submitted concurrently through `await ocr(page)` are gathered into batches
 left-padded `generate()` in a worker thread. Sampling follows the profile: greedy at temperature 0;
 a repetition loop or an answer cut off at the token limit is retried with the profile's retry
 sampling, up to `max_retries` times, then the page comes back `ok=False` so the pipeline hands it
-to the fallback engine. The first attempt of each page streams its text through `on_delta` as it is
-generated.
+to the fallback engine (the last answer in `extra["last_raw"]`). Text streams through `on_delta` as it
+is generated; before a retried attempt's text comes an empty delta, "the answer starts over" (the
+openai engine's convention). `ignore_eos` (benchmarks) forces the full token budget and retries nothing.
 
 Inputs are prepared from the checkpoint's tokenizer (chat template: one user turn, the image, then
 the profile's prompt byte for byte) and image processor, expanding the image placeholder to the
@@ -363,69 +364,65 @@ class HFEngine:
 
     async def ocr(self, page: PageInput, *, on_delta: DeltaCallback | None = None) -> EngineResult:
         t0 = time.perf_counter()
+        attempts = 0
+        problems: list[str] = []
+        completions: list[int] = []
+
+        def result(**kw: Any) -> EngineResult:
+            extra = kw.pop("extra", {})
+            extra["completion_tokens_per_attempt"] = list(completions)
+            if problems:
+                extra["problems"] = list(problems)
+            return EngineResult(engine=self.name, attempts=attempts, elapsed_s=time.perf_counter() - t0,
+                                extra=extra, **kw)
+
         try:
             image = page.image.convert("RGB")
-        except Exception as exc:
-            return EngineResult(ok=False, engine=self.name, attempts=0, finish_reason="error",
-                                error=f"page {page.index + 1} of {page.doc_id}: unreadable image ({exc})")
-        attempts = 0
-        completions: list[int] = []
-        problem = "no attempt"
-        gen = _Generated()
-        reason = "error"
-        for attempt in range(1 + max(0, self.profile.max_retries)):
-            sampling = self.profile.sampling if attempt == 0 else self.profile.retry_sampling
-            if self.max_tokens:
-                sampling = sampling.model_copy(update={"max_tokens": self.max_tokens})
-            attempts += 1
-            gen = await self._attempt(image, sampling, on_delta if attempt == 0 else None)
-            completions.append(gen.completion_tokens)
-            if gen.error is not None:
-                return EngineResult(
-                    raw=gen.text, ok=False, engine=self.name, attempts=attempts, finish_reason="error",
-                    error=gen.error, elapsed_s=time.perf_counter() - t0,
-                    extra={"completion_tokens_per_attempt": completions},
-                )
-            looped = is_repetition_loop(gen.text)
-            if gen.finish_reason == "stop" and not looped:
-                return EngineResult(
-                    raw=gen.text, ok=True, engine=self.name, attempts=attempts, finish_reason="stop",
-                    prompt_tokens=gen.prompt_tokens, completion_tokens=gen.completion_tokens,
-                    error=None if attempt == 0 else problem, elapsed_s=time.perf_counter() - t0,
-                    extra={"completion_tokens_per_attempt": completions},
-                )
-            if looped:
-                reason, problem = "loop", "the answer ended in a repetition loop"
-            else:
-                reason, problem = "length", f"the answer was cut off at max_tokens={sampling.max_tokens}"
-            log.info("page %d of %s, attempt %d: %s", page.index + 1, page.doc_id, attempts, problem)
-        return EngineResult(
-            raw=gen.text, ok=False, engine=self.name, attempts=attempts, finish_reason=reason,
-            prompt_tokens=gen.prompt_tokens, completion_tokens=gen.completion_tokens,
-            error=f"{problem} (after {attempts} attempt{'s' if attempts > 1 else ''})",
-            elapsed_s=time.perf_counter() - t0, extra={"completion_tokens_per_attempt": completions},
-        )
+        except Exception as exc:  # a page we cannot even decode: fail it, never raise
+            return result(ok=False, finish_reason="error", error=f"cannot read the page image: {exc}")
+        deltas = _Deltas(asyncio.get_running_loop(), on_delta) if on_delta is not None else None
+        sampling = self.profile.sampling
+        try:
+            while True:
+                attempts += 1
+                if self.max_tokens:
+                    sampling = sampling.model_copy(update={"max_tokens": self.max_tokens})
+                if deltas is not None:
+                    deltas.reset()
+                gen = await self._attempt(image, sampling, deltas)
+                completions.append(gen.completion_tokens)
+                if gen.error is not None:
+                    return result(ok=False, finish_reason="error", error=gen.error)
+                looped = not self.ignore_eos and is_repetition_loop(gen.text)
+                cut = not self.ignore_eos and gen.finish_reason == "length"
+                if not (looped or cut):
+                    return result(ok=True, raw=gen.text, finish_reason=gen.finish_reason,
+                                  prompt_tokens=gen.prompt_tokens, completion_tokens=gen.completion_tokens,
+                                  error=problems[-1] if problems else None,
+                                  extra={"retry_sampling": True} if problems else {})
+                what = ("the answer ended in a repetition loop" if looped
+                        else f"the answer was cut off at max_tokens={sampling.max_tokens} (finish_reason length)")
+                problems.append(what)
+                if attempts > self.profile.max_retries:
+                    return result(ok=False, raw="", finish_reason="loop" if looped else "length",
+                                  prompt_tokens=gen.prompt_tokens, completion_tokens=gen.completion_tokens,
+                                  error=f"gave up after {attempts} attempts ({attempts} answers unusable); last: {what}",
+                                  extra={"last_raw": gen.text})
+                sampling = self.profile.retry_sampling
+                log.info("page %s/%d: %s; retrying with retry sampling", page.doc_id, page.index, what)
+        finally:
+            if deltas is not None:
+                await deltas.close()
 
     # ---- batching --------------------------------------------------------------------------------
 
-    async def _attempt(self, image: Image.Image, sampling: Sampling, on_delta: DeltaCallback | None) -> _Generated:
+    async def _attempt(self, image: Image.Image, sampling: Sampling, deltas: "_Deltas | None") -> _Generated:
         loop = asyncio.get_running_loop()
         self._ensure_batcher(loop)
-        sink = None
-        pump = None
-        deltas: asyncio.Queue | None = None
-        if on_delta is not None:
-            deltas = asyncio.Queue()
-            sink = lambda text: loop.call_soon_threadsafe(deltas.put_nowait, text)  # noqa: E731
-            pump = asyncio.create_task(_pump(deltas, on_delta))
-        request = _Request(image=image, sampling=sampling, future=loop.create_future(), sink=sink)
+        request = _Request(image=image, sampling=sampling, future=loop.create_future(),
+                           sink=deltas.sink if deltas is not None else None)
         self._queue.put_nowait(request)
-        try:
-            return await request.future
-        finally:
-            if pump is not None:
-                deltas.put_nowait(None)  # after every delta the worker scheduled before the result
-                await pump
+        return await request.future
 
     def _ensure_batcher(self, loop: asyncio.AbstractEventLoop) -> None:
         if self._loop is loop and self._task is not None and not self._task.done():
@@ -555,15 +552,49 @@ class HFEngine:
                 "use a smaller page image (profile max_pixels), a lower max_tokens or a device with more memory")
 
 
-async def _pump(deltas: asyncio.Queue, on_delta: DeltaCallback) -> None:
-    """Hand deltas to the caller's callback in order; a failing callback does not fail the page."""
-    while (delta := await deltas.get()) is not None:
-        try:
-            result = on_delta(delta)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:
-            log.exception("on_delta callback failed")
+class _Deltas:
+    """A page's delta callback fed from the worker thread, in order.
+
+    As in the openai engine: pieces as they are generated; before a retried attempt's pieces, an
+    empty delta ("discard the text so far, the answer starts over") if the last attempt sent any.
+    A failing callback gets no more deltas and does not fail the page.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, cb: DeltaCallback):
+        self.loop = loop
+        self.cb: DeltaCallback | None = cb
+        self.queue: asyncio.Queue = asyncio.Queue()
+        self.sent = False
+        self.task = loop.create_task(self._pump())
+
+    def sink(self, text: str) -> None:
+        """Called from the worker thread."""
+        self.loop.call_soon_threadsafe(self._put, text)
+
+    def _put(self, text: str) -> None:
+        self.sent = True
+        self.queue.put_nowait(text)
+
+    def reset(self) -> None:
+        if self.sent:
+            self.queue.put_nowait("")
+            self.sent = False
+
+    async def close(self) -> None:
+        self.queue.put_nowait(None)  # after every piece the worker scheduled before the result
+        await self.task
+
+    async def _pump(self) -> None:
+        while (piece := await self.queue.get()) is not None:
+            if self.cb is None:
+                continue
+            try:
+                out = self.cb(piece)
+                if inspect.isawaitable(out):
+                    await out
+            except Exception:
+                log.exception("on_delta callback failed; no more deltas for this page")
+                self.cb = None
 
 
 def _is_oom(torch, exc: BaseException) -> bool:
