@@ -26,7 +26,7 @@ from ocrserve.profiles import load_profile  # noqa: E402
 from ocrserve.settings import Settings  # noqa: E402
 
 from tests.helpers import image, text_pdf  # noqa: E402
-from tests.standin import chandra_output  # noqa: E402
+from tests.standin import chandra_output, standin  # noqa: E402,F401
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -142,14 +142,109 @@ def assert_same_outputs(local: dict[str, bytes], dist: dict[str, bytes]) -> None
 # ------------------------------------------------------------------------------------- tests
 
 
-def test_same_files_as_local_pipeline_stub_engine(ray_local, docs, tmp_path):
-    profile = load_profile("chandra-1")
-    local = run_local([docs], tmp_path / "local", StubEngine(profile))
-    dist = run_ray([docs], tmp_path / "ray", StubEngine)
+@pytest.fixture(scope="module")
+def local_stub(docs, tmp_path_factory):
+    """The local pipeline's output for `docs` with the stub engine (the reference)."""
+    out = tmp_path_factory.mktemp("local-stub")
+    summary = run_local([docs], out, StubEngine(load_profile("chandra-1")))
+    return summary, tree(out)
+
+
+def test_same_files_as_local_pipeline_stub_engine(ray_local, docs, local_stub, tmp_path):
+    local, local_files = local_stub
+    events: list[str] = []
+    dist = run_ray([docs], tmp_path / "ray", StubEngine, on_event=lambda kind, data: events.append(kind))
     assert dist.counts() == local.counts() == {"ok": 5, "failed": 1}
     assert dist.pages == local.pages == 3 + 2 + 1 + 1 + 1
     broken = [r for r in dist.results if r.status == "failed"]
     assert [r.name for r in broken] == ["broken"] and "PDF" in broken[0].error
     assert [r.name for r in dist.results] == [r.name for r in local.results]
-    assert_same_outputs(tree(tmp_path / "local"), tree(tmp_path / "ray"))
+    assert_same_outputs(local_files, tree(tmp_path / "ray"))
     assert (tmp_path / "ray" / "sub" / "letter" / "letter.md").is_file()
+    assert events[0] == "run_start" and events[-1] == "run_done"
+    assert events.count("page_done") == 8 and events.count("doc_done") == 6 and events.count("doc_start") == 5
+
+
+def test_killed_engine_worker_pages_are_redone(ray_local, docs, local_stub, tmp_path):
+    """The engine actor kills its own process on page 2 of every document that has one; Ray restarts it
+    and reruns the batch; every page comes back once and the files match the local run."""
+    _, local_files = local_stub
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    dist = run_ray([docs], tmp_path / "ray", KillingEngine, kill_pages=[1], marker_dir=str(markers))
+    killed = sorted(p.name for p in markers.iterdir())
+    assert killed == ["memo-1", "report-1"]  # the kills did happen (the test can fail)
+    assert all(int(p.read_text()) != os.getpid() for p in markers.iterdir())
+    assert dist.counts() == {"ok": 5, "failed": 1} and dist.pages == 8
+    assert_same_outputs(local_files, tree(tmp_path / "ray"))
+
+
+def test_resume_and_fsspec_output(ray_local, docs, local_stub):
+    """Output to an fsspec URL (memory://, written by the driver only); a rerun skips complete documents,
+    a removed or failed output is redone."""
+    import fsspec
+
+    _, local_files = local_stub
+    fs = fsspec.filesystem("memory")
+    url = "memory://ray-resume/out"
+    first = run_ray([docs], url, StubEngine)
+    assert first.counts() == {"ok": 5, "failed": 1}
+    root = "/ray-resume/out"
+    remote = {p[len(root) + 1:]: fs.cat_file(p) for p in sorted(fs.find(root))}
+    assert_same_outputs(local_files, remote)
+
+    # rerun: all complete documents are skipped, the unreadable one fails again
+    again = run_ray([docs], url, StubEngine)
+    assert again.counts() == {"skipped": 5, "failed": 1} and again.pages == 0
+
+    # a removed output and an output with a failed page are redone; the rest stays skipped
+    fs.rm(f"{root}/memo", recursive=True)
+    js = f"{root}/scan/scan.json"
+    data = json.loads(fs.cat_file(js))
+    data["pages"][0]["status"] = "failed"
+    fs.pipe_file(js, json.dumps(data).encode())
+    third = run_ray([docs], url, StubEngine)
+    by = {r.name: r.status for r in third.results}
+    assert by == {"broken": "failed", "memo": "ok", "photo": "skipped", "report": "skipped", "scan": "ok",
+                  "sub/letter": "skipped"}
+    assert json.loads(fs.cat_file(js))["pages"][0]["status"] == "ok"
+    forced = run_ray([docs], url, StubEngine, force=True)
+    assert forced.counts() == {"ok": 5, "failed": 1}
+
+
+def test_lite_engine_same_files_as_local(ray_local, docs, tmp_path):
+    inputs = [docs / "report.pdf", docs / "memo.pdf", docs / "scan.png"]
+    local = run_local(inputs, tmp_path / "local", "lite")
+    dist = run_ray(inputs, tmp_path / "ray", "lite")
+    assert local.counts() == dist.counts() == {"ok": 3}
+    a, b = tree(tmp_path / "local"), tree(tmp_path / "ray")
+    assert sorted(a) == sorted(b) and len(a) == 9
+    for k in a:
+        if k.endswith(".json"):
+            assert _strip_timings(json.loads(a[k])) == _strip_timings(json.loads(b[k])), k
+        else:
+            assert a[k] == b[k], k
+    assert b"Report page 2" in b["report/report.md"]  # the lite engine read the text layer
+    assert json.loads(b["report/report.json"])["model"] == "lite"
+
+
+def test_cli_ray_with_standin_server(ray_local, docs, local_stub, standin, tmp_path):
+    """`ocrserve convert --ray auto --server URL`: the openai engine in the actors against the stand-in
+    vLLM server gives the same files as the local pipeline against it."""
+    from typer.testing import CliRunner
+
+    from ocrserve.cli import app
+
+    local = run_local([docs], tmp_path / "local", "openai", server=standin.url)
+    assert local.counts() == {"ok": 5, "failed": 1}
+    local_requests = standin.stats()["total_requests"]
+    assert local_requests >= 8
+    res = CliRunner().invoke(app, ["convert", str(docs), "-o", str(tmp_path / "ray"), "--server", standin.url,
+                                   "--ray", "auto", "--json-log"])
+    assert res.exit_code == 1, res.output  # the unreadable document fails, the others are converted
+    done = json.loads([ln for ln in res.output.splitlines() if '"run_done"' in ln][-1])
+    assert done["counts"] == {"ok": 5, "failed": 1} and done["pages"] == 8
+    assert standin.stats()["total_requests"] >= local_requests + 8
+    assert_same_outputs(tree(tmp_path / "local"), tree(tmp_path / "ray"))
+    md = (tmp_path / "ray" / "report" / "report.md").read_text()
+    assert "Page " in md and "Quarter" in md
