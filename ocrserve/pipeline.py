@@ -215,7 +215,8 @@ class Converter:
         page.attempts = res.attempts
         page.prompt_tokens, page.completion_tokens = res.prompt_tokens, res.completion_tokens
         page.error = model_error
-        page.timings = PageTimings(render_s=rp.render_s, engine_s=engine_s, parse_s=page.timings.parse_s)
+        # the engine's own time for the page (request to answer, retries included), else the wait here too
+        page.timings = PageTimings(render_s=rp.render_s, engine_s=res.elapsed_s or engine_s, parse_s=page.timings.parse_s)
         if self.keep_raw:
             page.raw = res.raw
         return page

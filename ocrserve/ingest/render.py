@@ -195,7 +195,7 @@ def render_pdf_page(path: str, index: int, budget: Budget, password: str | None 
         if w <= 0 or h <= 0:
             raise DocumentError(f"page {index + 1} has no size")
         W, H = pdf_target(w, h, budget)
-        bitmap = page.render(scale=W / w, may_draw_forms=True, draw_annots=True)
+        bitmap = page.render(scale=W / w, may_draw_forms=True, draw_annots=True, rev_byteorder=True)
         img = bitmap.to_pil()
         if img.mode != "RGB":
             img = img.convert("RGB")
