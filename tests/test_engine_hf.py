@@ -307,3 +307,31 @@ def test_unsupported_devices():
         resolve_device("tpu")
     assert resolve_device("cpu") == "cpu"
     assert resolve_device(None) in ("cuda", "mps", "cpu")
+
+
+def test_convert_through_the_pipeline_with_engine_hf(tiny_model_dir, tmp_path, monkeypatch):
+    import ocrserve
+
+    original_load = HFEngine._load
+
+    def load_then_script(self, folder, random_weights):
+        original_load(self, folder, random_weights)
+        script_model(self, [[GOOD]])
+
+    monkeypatch.setattr(HFEngine, "_load", load_then_script)
+    sources = []
+    for name, size in (("a.png", (200, 100)), ("b.png", (120, 160))):
+        img = Image.new("RGB", size, "white")
+        ImageDraw.Draw(img).text((10, 10), name, fill="black")
+        img.save(tmp_path / name)
+        sources.append(str(tmp_path / name))
+    docs = ocrserve.convert(sources, output_dir=tmp_path / "out", engine="hf", checkpoint=str(tiny_model_dir),
+                            device="cpu", batch_size=2, max_tokens=64, fallback=False, render_workers=1)
+    assert len(docs) == 2
+    for doc, size in zip(docs, ((200, 100), (120, 160))):
+        page = doc.pages[0]
+        assert page.status == "ok" and page.engine == "hf"
+        assert [b.label for b in page.blocks] == ["Text"] and "Hello tiny model" in page.blocks[0].text
+        x0, y0, x1, y1 = page.blocks[0].bbox  # [10, 20, 500, 80] of 1024, in image pixels
+        assert x0 == pytest.approx(10 / 1024 * size[0], abs=1) and y1 == pytest.approx(80 / 1024 * size[1], abs=1)
+    assert "Hello tiny model" in (tmp_path / "out" / "a" / "a.md").read_text()
