@@ -126,7 +126,7 @@ def split_headers_footers(lines: list[Line], height: float, body_metric: float) 
         return [], lines, []
 
     def small(l: Line) -> bool:
-        return _metric(l) <= 1.1 * body_metric
+        return _metric(l) <= 1.3 * body_metric
 
     top = {id(l): l for l in lines if l.y1 <= 0.08 * height and small(l)}
     bottom = {id(l): l for l in lines if l.y0 >= 0.92 * height and small(l)}
@@ -354,7 +354,7 @@ def build_blocks(
     lines = merge_fragments(lines)
     lh = median([l.h for l in lines]) if lines else 10.0
     body_metric = _weighted_median([(_metric(l), len(l.text)) for l in lines]) if lines else 1.0
-    heading_ratio = 1.3 if ocr else 1.18
+    heading_ratio = 1.3 if ocr else 1.2
     headers, body, footers = split_headers_footers(lines, height, body_metric)
     tables, body = detect_tables(body, width, lh)
     items: list[Item] = [*body, *tables, *(FigureItem(*f) for f in figures)]
@@ -386,6 +386,13 @@ def build_blocks(
             continue
         paras.append(_Para([it], "heading" if head else "item" if bullet else "text"))
 
+    # a long run of large text is a lead paragraph, not a heading
+    for p in paras:
+        if isinstance(p, _Para) and p.kind == "heading":
+            text = _join([l.text for l in p.lines])
+            sentence_inside = re.search(r"[a-z]{2}[.;] [A-Za-z]", text) is not None and len(text.split()) > 8
+            if len(p.lines) > 3 or len(text) > 200 or text[:1].islower() or sentence_inside:
+                p.kind = "text"
     # bold short paragraphs are headings too (unless bold is the body style)
     bold_share = sum(len(l.text) for l in lines if l.bold) / max(sum(len(l.text) for l in lines), 1)
     for p in paras:

@@ -48,10 +48,15 @@ def _quiet_rapidocr() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
-def _worker_init(threads: int) -> None:
+def _worker_init(threads: int, warm: bool = True) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
     os.environ["OCRSERVE_LITE_THREADS"] = str(threads)
     _quiet_rapidocr()
+    if warm:
+        try:
+            _ocr_engine()  # one RapidOCR per process, loaded before the first page
+        except Exception as exc:  # noqa: BLE001 - reported again on the first page that needs OCR
+            log.warning("RapidOCR could not be loaded: %s", exc)
 
 
 def _ocr_engine():
@@ -249,6 +254,8 @@ class LiteEngine:
         self.profile = load_profile(profile)
         self.settings = settings
         self.workers = max(1, int(workers or _default_workers(settings)))
+        # load RapidOCR when a worker starts (else on the first page that needs OCR)
+        self.warm = bool(options.pop("warm", True))
         self.timeout = float(options.pop("timeout", getattr(settings, "request_timeout", 600.0) or 600.0))
         # options meant for other engines (server, api_key, ...) are ignored here
         self.options = _options(self.profile, options)
@@ -261,7 +268,7 @@ class LiteEngine:
                 threads = max(1, (os.cpu_count() or 1) // self.workers)
                 self._pool = cf.ProcessPoolExecutor(
                     max_workers=self.workers, mp_context=mp.get_context("spawn"),
-                    initializer=_worker_init, initargs=(threads,),
+                    initializer=_worker_init, initargs=(threads, self.warm),
                 )
             return self._pool
 

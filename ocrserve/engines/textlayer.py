@@ -278,12 +278,18 @@ def chars_to_lines(chars: list[Char]) -> list[Line]:
             boxed = [c for c in cur if not c.text.isspace()]
             if text and boxed:
                 sizes = sorted(c.size for c in boxed)
+                hs = sorted(c.y1 - c.y0 for c in boxed)
+                size, h = sizes[len(sizes) // 2], hs[len(hs) // 2]
+                if not (size > 0 and 0.5 <= h / size <= 2.5):
+                    # pdfium reports the Tf size; with the size in the text matrix (Tf 1) it is
+                    # useless: take the glyph box height instead
+                    size = h / 1.2
                 heavy = sum(1 for c in boxed if c.weight >= 600)
                 lines.append(Line(
                     text=text,
                     x0=min(c.x0 for c in boxed), y0=min(c.y0 for c in boxed),
                     x1=max(c.x1 for c in boxed), y1=max(c.y1 for c in boxed),
-                    size=sizes[len(sizes) // 2], bold=heavy >= 0.8 * len(boxed),
+                    size=size, bold=heavy >= 0.8 * len(boxed),
                 ))
         cur = []
 
@@ -326,9 +332,11 @@ def chars_to_lines(chars: list[Char]) -> list[Line]:
 def _image_rects(page: pdfium.PdfPage, frame: _Frame) -> list[tuple[float, float, float, float]]:
     rects = []
     try:
-        objs = page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE], max_depth=1)
+        objs = page.get_objects(filter=[pdfium_c.FPDF_PAGEOBJ_IMAGE, pdfium_c.FPDF_PAGEOBJ_FORM], max_depth=1)
         for obj in objs:
-            l, b, r, t = obj.get_pos()
+            if obj.type == pdfium_c.FPDF_PAGEOBJ_FORM and not _form_has_image(obj.raw):
+                continue
+            l, b, r, t = obj.get_bounds() if hasattr(obj, "get_bounds") else obj.get_pos()
             x0, y0, x1, y1 = frame.box(l, b, r, t)
             x0, y0 = max(x0, 0.0), max(y0, 0.0)
             x1, y1 = min(x1, frame.width), min(y1, frame.height)
@@ -337,6 +345,20 @@ def _image_rects(page: pdfium.PdfPage, frame: _Frame) -> list[tuple[float, float
     except Exception as exc:  # noqa: BLE001 - a page whose objects cannot be listed still has text
         log.debug("could not list image objects: %s", exc)
     return rects
+
+
+def _form_has_image(form, depth: int = 0) -> bool:
+    """A form XObject (images are often wrapped in one) that draws an image somewhere inside."""
+    if depth > 4:
+        return False
+    for i in range(pdfium_c.FPDFFormObj_CountObjects(form)):
+        child = pdfium_c.FPDFFormObj_GetObject(form, i)
+        kind = pdfium_c.FPDFPageObj_GetType(child)
+        if kind == pdfium_c.FPDF_PAGEOBJ_IMAGE:
+            return True
+        if kind == pdfium_c.FPDF_PAGEOBJ_FORM and _form_has_image(child, depth + 1):
+            return True
+    return False
 
 
 def _area(r: tuple[float, float, float, float]) -> float:
