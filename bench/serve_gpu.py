@@ -144,6 +144,29 @@ async def load(url: str, model: str, pages: int, concurrency: int, max_tokens: i
     return {"pages": pages, "errors": errors, "wall_s": wall, "pages_per_s": pages / wall, "steady_pages_per_s": steady}
 
 
+def convert_load(url: str, pages: int, concurrency: int, max_tokens: int, seed: int, workdir: Path) -> dict:
+    """`ocrserve convert --server` over a synthetic PDF of `pages` distinct pages; pages/s from its own summary."""
+    from ocrserve.bench.synthetic import make_pdf
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    pdf = make_pdf(workdir / f"synthetic-{pages}.pdf", pages, seed=seed)
+    cmd = [sys.executable, "-m", "ocrserve", "convert", str(pdf), "-o", str(workdir / "convert-out"), "--server", url,
+           "--concurrency", str(concurrency), "--max-tokens", str(max_tokens), "--ignore-eos", "--no-fallback",
+           "--force", "--json-log"]
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    done = [json.loads(ln) for ln in out.stdout.splitlines() if ln.startswith("{") and '"run_done"' in ln]
+    pages_failed = sum(json.loads(ln).get("pages_failed", 0) for ln in out.stdout.splitlines()
+                       if ln.startswith("{") and '"doc_done"' in ln)
+    res = {"client": "ocrserve convert --server", "command": " ".join(cmd), "exit_code": out.returncode,
+           "process_wall_s": wall, "pages_failed": pages_failed, "stderr_tail": out.stderr[-1500:]}
+    if done:
+        d = done[-1]
+        res.update(pages=d["pages"], wall_s=d["elapsed_s"], pages_per_s=d["pages"] / d["elapsed_s"] if d["elapsed_s"] else None)
+    return res
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "bench-out")))
@@ -158,6 +181,11 @@ def main() -> None:
     ap.add_argument("--eager", action="store_true", help="--enforce-eager (fast start, for functional checks)")
     ap.add_argument("--startup-timeout", type=float, default=480)
     ap.add_argument("--gpu-memory-gib", type=float, help="plan for this much GPU memory instead of asking nvidia-smi")
+    ap.add_argument("--client", choices=["convert", "raw"], default="convert",
+                    help="convert: the load is `ocrserve convert --server` over a synthetic PDF of --pages distinct pages; "
+                         "raw: pre-encoded requests")
+    ap.add_argument("--no-caches", action="store_true", help="prefix and multimodal caches off (benchmarks resending pages)")
+    ap.add_argument("--keep-running", action="store_true", help="leave the server up (a later run benchmarks it)")
     a = ap.parse_args()
     if not a.model:
         sys.exit("no model: pass --model or set CHANDRA1_SHAPE (source /tmp/gpu/env.sh)")
@@ -177,6 +205,8 @@ def run_config(a: argparse.Namespace, cfg: str) -> None:
         cmd += ["--gpu-memory-gib", str(a.gpu_memory_gib)]
     if a.eager:
         cmd.append("--enforce-eager")
+    if a.no_caches:
+        cmd += ["--mm-cache-gb", "0", "--no-prefix-caching"]
     url = f"http://127.0.0.1:{a.port}"
     poller = MemoryPoller(a.gpu)
     idle_before = gpu_used_mib(a.gpu)
@@ -216,8 +246,11 @@ def run_config(a: argparse.Namespace, cfg: str) -> None:
         result["ttft_median_s"] = statistics.median(t)
         if a.pages:
             t_load = time.monotonic() - poller.t0
-            result["load"] = asyncio.run(load(url, "chandra", a.pages, a.concurrency, a.max_tokens,
-                                              seed0=100_000 * (1 + list(CONFIGS).index(cfg))))
+            seed0 = 100_000 * (1 + list(CONFIGS).index(cfg))
+            if a.client == "convert":
+                result["load"] = convert_load(url, a.pages, a.concurrency, a.max_tokens, seed0, a.out / cfg)
+            else:
+                result["load"] = asyncio.run(load(url, "chandra", a.pages, a.concurrency, a.max_tokens, seed0=seed0))
             result["load"]["max_tokens"] = a.max_tokens
             result["gpu_peak_during_load_gib"] = poller.peak_gib(since=t_load)
         result["ok"] = True
@@ -225,6 +258,15 @@ def run_config(a: argparse.Namespace, cfg: str) -> None:
         result["ok"] = False
         result["error"] = str(e)
     finally:
+        if a.keep_running and result.get("ok"):
+            poller.halt.set()
+            poller.join()
+            result["gpu_peak_gib"] = poller.peak_gib()
+            result["kept_running"] = True
+            (a.out / f"serve_gpu_{cfg}.json").write_text(json.dumps(result, indent=1))
+            print(json.dumps({k: result.get(k) for k in ("config", "ok", "startup_s", "gpu_peak_gib", "ttft_median_s",
+                                                         "load")}), flush=True)
+            return
         proc.send_signal(signal.SIGTERM)
         try:
             result["serve_exit_code"] = proc.wait(timeout=60)

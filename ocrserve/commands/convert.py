@@ -100,6 +100,8 @@ def register(app: typer.Typer) -> None:
         device: Optional[str] = typer.Option(None, "--device", help="hf engine: cuda, mps or cpu"),
         batch_size: Optional[int] = typer.Option(None, "--batch-size", help="hf engine: pages per generate() batch"),
         render_workers: Optional[int] = typer.Option(None, "--render-workers", help="page-rendering processes"),
+        max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="output token limit a page (default: the profile's)"),
+        ignore_eos: bool = typer.Option(False, "--ignore-eos", help="benchmarks with weightless models: always generate --max-tokens"),
         json_log: bool = typer.Option(False, "--json-log", help="JSON lines on stdout instead of a progress bar"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress output"),
         ray: Optional[str] = typer.Option(
@@ -116,9 +118,11 @@ def register(app: typer.Typer) -> None:
             engine = "openai"
         opts: dict[str, Any] = {}
         for k, v in dict(server=server, api_key=api_key, served_model=served_model, checkpoint=checkpoint,
-                         device=device, batch_size=batch_size).items():
+                         device=device, batch_size=batch_size, max_tokens=max_tokens).items():
             if v is not None:
                 opts[k] = v
+        if ignore_eos:
+            opts["ignore_eos"] = True
         display = _Display(json_log, quiet)
 
         async def main() -> Any:
