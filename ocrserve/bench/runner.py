@@ -498,7 +498,7 @@ def run_bench(
     *, server: str, corpus: str | None = None, synthetic: int | None = None, modes: list[str] | None = None,
     model: str = "chandra-1", concurrency: int = 128, plain_batch: int = 28, max_tokens: int = 1024,
     ignore_eos: bool = True, api_key: str | None = None, stream_probe: int = 5, gpu_peak_tflops: float | None = None,
-    seed: int = 0, command: str | None = None,
+    seed: int = 0, command: str | None = None, on_partial=None,
 ) -> dict[str, Any]:
     profile = load_profile(model)
     modes = modes or ["pipeline", "plain", "ceiling"]
@@ -535,6 +535,8 @@ def run_bench(
             row = r.row()
             row.update(mfu(r, profile, gpu_name, gpu_peak_tflops))
             report["modes"][mode] = row
+            if on_partial:
+                on_partial(report)  # a run cut short still leaves the modes it finished
         if stream_probe:
             if pngs is None:
                 pngs = asyncio.run(_prerender(files, profile))

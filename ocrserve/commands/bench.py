@@ -36,16 +36,17 @@ def register(app: typer.Typer) -> None:
         from ..bench.runner import run_bench, write_report
 
         mode_list = [m.strip() for m in modes.split(",") if m.strip()]
+        name = name or time.strftime("bench-%Y%m%d-%H%M%S")
         command = "ocrserve " + " ".join(shlex.quote(a) for a in sys.argv[1:])
         try:
             report = run_bench(server=server, corpus=corpus, synthetic=synthetic, modes=mode_list, model=model,
                                concurrency=concurrency, plain_batch=plain_batch, max_tokens=max_tokens,
                                ignore_eos=ignore_eos, api_key=api_key, stream_probe=stream_probe,
-                               gpu_peak_tflops=gpu_peak_tflops, seed=seed, command=command)
+                               gpu_peak_tflops=gpu_peak_tflops, seed=seed, command=command,
+                               on_partial=lambda rep: write_report(rep, out, name))
         except ValueError as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(2) from None
-        name = name or time.strftime("bench-%Y%m%d-%H%M%S")
         jp, mp = write_report(report, out, name)
         typer.echo(mp.read_text())
         typer.echo(f"written: {jp} {mp}", err=True)
