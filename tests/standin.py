@@ -73,6 +73,8 @@ class StandInConfig(BaseModel):
     chunk_chars: int = 4                   # characters per streamed content delta (~ one token)
     max_concurrency: int = 0               # simulated batch size: beyond it requests wait (0 = no limit)
     retry_after: str | None = "0"          # Retry-After header sent with 429 and 503
+    hold_until_in_flight: int = 0          # hold each answer until this many requests are in flight
+    hold_timeout_s: float = 5.0            #   (or this long): tests of concurrency without timing
     plans: dict[str, list[str]] = Field(default_factory=dict)   # sha256 prefix -> steps per attempt
     default_plan: list[str] = Field(default_factory=list)        # for images no plan names
 
@@ -226,6 +228,9 @@ class State:
         self.reset_stats()
         self.running = 0
         self.gate = asyncio.Condition()
+        self.wave = asyncio.Event()       # set when hold_until_in_flight requests are held
+        self.held = 0
+        self.handlers: set[asyncio.Task] = set()
 
     def reset_stats(self) -> None:
         self.total_requests = 0
@@ -263,6 +268,23 @@ class State:
                 plan = steps
                 break
         return n + 1, (plan[n] if n < len(plan) else "ok")
+
+    async def hold(self) -> None:
+        """Wait until `hold_until_in_flight` requests are in flight; that request releases the wave."""
+        n = self.config.hold_until_in_flight
+        if n <= 0:
+            return
+        self.held += 1
+        if self.held >= n:
+            self.wave.set()
+            self.wave, self.held = asyncio.Event(), 0
+            return
+        wave = self.wave
+        try:
+            await asyncio.wait_for(wave.wait(), self.config.hold_timeout_s)
+        except asyncio.TimeoutError:
+            if wave is self.wave:
+                self.held -= 1
 
     async def acquire(self) -> None:
         async with self.gate:
@@ -451,7 +473,14 @@ class App:
             raise HTTPError(400, f"bad control request: {e}") from None
         self.state.config = cfg
         if reset:
+            # answers still running from an earlier test (a client that timed out) end now
+            tasks = [t for t in self.state.handlers if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            if tasks:
+                await asyncio.wait(tasks, timeout=5)
             self.state.reset_stats()
+            self.state.wave, self.state.held = asyncio.Event(), 0
         async with self.state.gate:
             self.state.gate.notify_all()
         await _respond(send, 200, cfg.model_dump_json().encode())
@@ -461,6 +490,8 @@ class App:
         st.total_requests += 1
         st.in_flight += 1
         st.max_in_flight = max(st.max_in_flight, st.in_flight)
+        task = asyncio.current_task()
+        st.handlers.add(task)
         try:
             raw = await _read_body(receive)
             self._check_auth(scope)
@@ -479,6 +510,7 @@ class App:
             await self.answer(req, step, send)
         finally:
             st.in_flight -= 1
+            st.handlers.discard(task)
 
     async def answer(self, req: dict[str, Any], step: str, send) -> None:
         st, cfg = self.state, self.state.config
@@ -498,6 +530,7 @@ class App:
         extra_delay = float(step[5:]) if step.startswith("slow:") else 0.0
         rid = "chatcmpl-" + uuid.uuid4().hex
         created = int(time.time())
+        await st.hold()
         await st.acquire()
         try:
             if cfg.delay_s or extra_delay:

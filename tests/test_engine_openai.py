@@ -239,7 +239,8 @@ async def test_served_model_discovered_and_api_key_sent(standin):
 
 
 async def test_concurrency_is_honoured_and_reached(standin):
-    standin.control(delay_s=0.3)
+    # each answer waits until 5 requests are in flight (or 5 s): reaching 5 needs no timing luck
+    standin.control(hold_until_in_flight=5, delay_s=0.05)
     eng = engine_for(standin, concurrency=5)
     assert eng.capacity() == 5
     pages = [make_page(100 + i) for i in range(15)]
@@ -301,3 +302,27 @@ def test_parse_retry_after():
     assert parse_retry_after("0.5") == 0.5
     assert parse_retry_after(None) is None and parse_retry_after("soon") is None
     assert 0 <= parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT") <= 0.0 + 1e-9
+
+
+async def test_stream_retry_signals_restart_with_empty_delta(standin):
+    page = make_page(60)
+    standin.control(plans={sha(page)[:12]: ["drop", "loop"]}, chunk_chars=16)
+    pieces: list[str] = []
+    res = await run_one(engine_for(standin, max_tokens=600), page, on_delta=pieces.append)
+    assert res.ok and res.attempts == 3
+    assert pieces.count("") == 2                      # before attempt 2 and before attempt 3
+    last_restart = len(pieces) - 1 - pieces[::-1].index("")
+    assert "".join(pieces[last_restart + 1:]) == res.raw == expected_output(page.png_bytes())
+
+
+async def test_failing_delta_callback_does_not_fail_the_page(standin):
+    calls = []
+
+    def bad(piece: str) -> None:
+        calls.append(piece)
+        raise ValueError("consumer broke")
+
+    page = make_page(61)
+    res = await run_one(engine_for(standin), page, on_delta=bad)
+    assert res.ok and res.raw == expected_output(page.png_bytes())
+    assert len(calls) == 1

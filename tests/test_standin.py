@@ -225,3 +225,19 @@ def test_make_answer_is_deterministic():
     assert make_answer("ok", digest, 10, 10, 10_000, False) == make_answer("ok", digest, 10, 10, 10_000, False)
     text, finish = make_answer("ok", digest, 10, 10, 10_000, False)
     assert finish == "stop" and text == chandra_output(digest, 10, 10)
+
+
+def test_hold_until_in_flight(standin):
+    standin.control(hold_until_in_flight=3, hold_timeout_s=10)
+
+    async def go():
+        async with httpx.AsyncClient(timeout=30) as c:
+            first = asyncio.ensure_future(c.post(standin.url + "/chat/completions", json=body(png(40))))
+            await asyncio.sleep(0.3)
+            held = not first.done()
+            rest = [c.post(standin.url + "/chat/completions", json=body(png(41 + i))) for i in range(2)]
+            return held, await asyncio.gather(first, *rest)
+
+    held, responses = asyncio.run(go())
+    assert held and all(r.status_code == 200 for r in responses)
+    assert standin.stats()["max_in_flight"] == 3

@@ -15,6 +15,11 @@ Retries (the engine owns them; it never raises for a page):
   what the server has room for, once; the engine also learns the server's max_model_len and the
   prompt's token overhead so later pages are sized right from the start;
 - any other 4xx -> the page fails at once with the server's message.
+
+Streaming (`on_delta` given, or stream=True): each content piece goes to `on_delta` as it arrives.
+When an attempt that already delivered pieces is retried, `on_delta("")` is called before the new
+attempt's pieces: an empty delta means "discard the text so far, the answer starts over" (a consumer
+that only appends is unaffected). The final `EngineResult.raw` is always the authoritative answer.
 """
 
 from __future__ import annotations
@@ -294,7 +299,7 @@ class OpenAIEngine:
                 want = max(1, room)
         return want
 
-    async def _send(self, body: bytes, stream: bool, on_delta: DeltaCallback | None) -> _Answer:
+    async def _send(self, body: bytes, stream: bool, on_delta: "_Deltas | None") -> _Answer:
         client = self._client
         try:
             if not stream:
@@ -331,7 +336,7 @@ class OpenAIEngine:
             raise _Retry(f"malformed answer from the server: {r.text[:200]!r}") from None
         return _Answer(content, choice.get("finish_reason"), usage.get("prompt_tokens"), usage.get("completion_tokens"))
 
-    async def _parse_sse(self, r: httpx.Response, on_delta: DeltaCallback | None) -> _Answer:
+    async def _parse_sse(self, r: httpx.Response, on_delta: "_Deltas | None") -> _Answer:
         parts: list[str] = []
         finish: str | None = None
         usage: dict = {}
@@ -355,7 +360,7 @@ class OpenAIEngine:
                 if piece:
                     parts.append(piece)
                     if on_delta is not None:
-                        on_delta = await _call_delta(on_delta, piece)
+                        await on_delta.send(piece)
                 if choice.get("finish_reason"):
                     finish = choice["finish_reason"]
             if chunk.get("usage"):
@@ -374,6 +379,7 @@ class OpenAIEngine:
         sampling = self.profile.sampling
         max_tokens_limit: int | None = None
         stream = self.stream or on_delta is not None
+        deltas = _Deltas(on_delta) if on_delta is not None else None
 
         def result(**kw: Any) -> EngineResult:
             extra = kw.pop("extra", {})
@@ -396,8 +402,10 @@ class OpenAIEngine:
                 model = await self._model()
                 max_tokens = self._max_tokens_for(size, max_tokens_limit)
                 head, tail = self._template(model, sampling, max_tokens, stream, mime)
+                if deltas is not None:
+                    await deltas.reset()
                 async with self._sem:
-                    ans = await self._send(head + b64 + tail, stream, on_delta)
+                    ans = await self._send(head + b64 + tail, stream, deltas)
             except _Retry as e:
                 conn_failures += 1
                 problems.append(e.reason)
@@ -465,16 +473,29 @@ class OpenAIEngine:
             self._prompt_overhead = max(0, ans.prompt_tokens - self.profile.image_tokens(*size))
 
 
-async def _call_delta(cb: DeltaCallback, piece: str) -> DeltaCallback | None:
-    """Call the delta callback; a failing callback is logged and dropped (the page goes on)."""
-    try:
-        out = cb(piece)
-        if inspect.isawaitable(out):
-            await out
-        return cb
-    except Exception:
-        log.exception("on_delta callback failed; no more deltas for this page")
-        return None
+class _Deltas:
+    """The page's delta callback: pieces as they come, "" before a retried attempt's pieces."""
+
+    def __init__(self, cb: DeltaCallback):
+        self.cb: DeltaCallback | None = cb
+        self.sent = False
+
+    async def send(self, piece: str) -> None:
+        if self.cb is None:
+            return
+        self.sent = self.sent or bool(piece)
+        try:
+            out = self.cb(piece)
+            if inspect.isawaitable(out):
+                await out
+        except Exception:  # a failing consumer must not fail the page
+            log.exception("on_delta callback failed; no more deltas for this page")
+            self.cb = None
+
+    async def reset(self) -> None:
+        if self.sent:
+            await self.send("")
+            self.sent = False
 
 
 __all__ = ["OpenAIEngine", "normalize_base_url", "parse_retry_after", "DEFAULT_CONCURRENCY"]
