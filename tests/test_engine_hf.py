@@ -158,6 +158,7 @@ async def test_batch_of_pages_of_different_sizes_end_to_end(fresh_generate):
     sizes = [(64, 64), (96, 64), (64, 96), (32, 64), (64, 32)]
     results = await asyncio.gather(*(engine.ocr(_page(i, s)) for i, s in enumerate(sizes)))
     assert calls == [4, 1]  # 5 pages at batch size 4
+    assert sorted(r.extra["batch_sizes"][0] for r in results) == [1, 4, 4, 4, 4]
     for r in results:
         assert r.ok and r.finish_reason == "stop" and r.attempts == 1
         assert r.raw in (GOOD, GOOD.replace("Hello", "Bye"))

@@ -171,6 +171,7 @@ class _Generated:
     completion_tokens: int = 0
     finish_reason: str = "error"  # stop, length, error
     error: str | None = None
+    batch: int = 0                # pages in the generate() call that made it
 
 
 @dataclass
@@ -367,10 +368,12 @@ class HFEngine:
         attempts = 0
         problems: list[str] = []
         completions: list[int] = []
+        batches: list[int] = []
 
         def result(**kw: Any) -> EngineResult:
             extra = kw.pop("extra", {})
             extra["completion_tokens_per_attempt"] = list(completions)
+            extra["batch_sizes"] = list(batches)
             if problems:
                 extra["problems"] = list(problems)
             return EngineResult(engine=self.name, attempts=attempts, elapsed_s=time.perf_counter() - t0,
@@ -391,6 +394,7 @@ class HFEngine:
                     deltas.reset()
                 gen = await self._attempt(image, sampling, deltas)
                 completions.append(gen.completion_tokens)
+                batches.append(gen.batch)
                 if gen.error is not None:
                     return result(ok=False, finish_reason="error", error=gen.error)
                 looped = not self.ignore_eos and is_repetition_loop(gen.text)
@@ -519,8 +523,8 @@ class HFEngine:
         except Exception as exc:
             if not _is_oom(torch, exc):
                 log.exception("hf generate failed for a batch of %d", n)
-                return [_Generated(error=f"generation failed: {type(exc).__name__}: {exc}")] * n
-            return [_Generated(error=self._out_of_memory(n))] * n
+                return [_Generated(error=f"generation failed: {type(exc).__name__}: {exc}", batch=n)] * n
+            return [_Generated(error=self._out_of_memory(n), batch=n)] * n
         prompt_len = inputs["input_ids"].shape[1]
         prompt_tokens = inputs["attention_mask"].sum(dim=1).tolist()
         eos = set(self.eos_ids)
@@ -532,7 +536,7 @@ class HFEngine:
             results.append(_Generated(
                 text=text, prompt_tokens=int(prompt_tokens[i]),
                 completion_tokens=len(toks) + (0 if end is None else 1),
-                finish_reason="stop" if end is not None else "length",
+                finish_reason="stop" if end is not None else "length", batch=n,
             ))
         return results
 
