@@ -326,3 +326,10 @@ async def test_failing_delta_callback_does_not_fail_the_page(standin):
     res = await run_one(engine_for(standin), page, on_delta=bad)
     assert res.ok and res.raw == expected_output(page.png_bytes())
     assert len(calls) == 1
+
+
+async def test_prompt_longer_than_context_fails_at_once(standin):
+    standin.control(max_model_len=300)       # the 64x96 page alone needs 406 tokens
+    res = await run_one(engine_for(standin), make_page(70))
+    assert not res.ok and res.attempts == 1
+    assert "HTTP 400" in res.error and "maximum context length is 300" in res.error
