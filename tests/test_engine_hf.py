@@ -277,6 +277,13 @@ async def test_out_of_memory_names_a_batch_size_and_halves(fresh_generate):
 def test_create_engine_by_name(tiny_model_dir):
     eng = create_engine("hf", _profile(), checkpoint=str(tiny_model_dir), device="cpu", batch_size=2)
     assert isinstance(eng, HFEngine) and eng.capacity() == 4 and eng.dtype == torch.float32
+    # benchmarks: weights drawn from the config (like vLLM's --load-format dummy), dtype as asked
+    rnd = HFEngine(_profile(), checkpoint=str(tiny_model_dir), device="cpu", dtype="bf16", random_weights=True)
+    assert rnd.model.dtype == torch.bfloat16
+    saved, drawn = eng.model.lm_head.weight, rnd.model.lm_head.weight
+    assert saved.shape == drawn.shape and not torch.equal(saved.to(torch.bfloat16), drawn)
+    with pytest.raises(EngineError, match="unsupported dtype"):
+        HFEngine(_profile(), checkpoint=str(tiny_model_dir), device="cpu", dtype="int3")
 
 
 def test_missing_local_folder(tmp_path):
