@@ -30,7 +30,7 @@ def finish_page(
     page = parse_output(raw, profile, (width, height), index=index, unit=unit, truncated=truncated)
     if image_size:
         page.image_width, page.image_height = image_size
-    if staging and png and any(b.label in FIGURE_LABELS for b in page.blocks):
+    if staging and png and Path(staging).is_dir() and any(b.label in FIGURE_LABELS for b in page.blocks):
         from PIL import Image
 
         from .render.figures import crop_figures

@@ -102,7 +102,8 @@ class EngineResult:
     extra: dict = field(default_factory=dict)
 
 
-# called with each new piece of raw text while a page is being generated (streaming engines)
+# called with each new piece of raw text while a page is being generated (streaming engines);
+# an empty string means "a retry starts: discard the text so far"
 DeltaCallback = Callable[[str], Awaitable[None] | None]
 
 

@@ -35,7 +35,7 @@ def crop_figures(page: "Page", image: "Image.Image", out_dir: Path, prefix: str,
             continue
         rel = f"images/{prefix}_p{page.index + 1}_b{b.index}.{fmt}"
         path = out_dir / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(exist_ok=True)  # out_dir itself must exist: a cancelled run removed it on purpose
         crop = image.crop(box)
         if crop.mode not in ("RGB", "L"):
             crop = crop.convert("RGB")
