@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 from .document import Document, Page, PageTimings, Source
 from .engines import Engine, EngineResult, PageInput, create_engine
+from .fallback import with_fallback
 from .ingest.pool import ResilientPool, WorkerCrash, default_workers
 from .ingest.render import Budget, DocumentError, RenderedPage, SourceInfo, forget, open_source, render_page
 from .ingest.sources import SourceFile, expand_inputs, parse_page_ranges
@@ -162,19 +163,8 @@ class Converter:
             except Exception as e:  # noqa: BLE001 - an engine bug must not lose the page
                 log.exception("engine %s raised on %s page %d", self.engine.name, pi.doc_id, pi.index + 1)
                 res = EngineResult(ok=False, engine=self.engine.name, error=f"engine error: {e!r}")
-        if res.ok:
-            return res, "ok", None
-        if self.fallback and self.engine.name != "lite":
-            fb = await self._fallback()
-            try:
-                res2 = await fb.ocr(pi)
-            except Exception as e:  # noqa: BLE001
-                res2 = EngineResult(ok=False, engine="lite", error=f"fallback error: {e!r}")
-            if res2.ok:
-                res2.attempts += res.attempts
-                return res2, "fallback", res.error
-            res.error = f"{res.error}; fallback failed: {res2.error}"
-        return res, "failed", res.error
+        return await with_fallback(res, pi, engine_name=self.engine.name, enabled=self.fallback,
+                                   get_fallback=self._fallback)
 
     # -- one page ---------------------------------------------------------------------------------
     async def _page(self, st: _DocState, index: int) -> Page:

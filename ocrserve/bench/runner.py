@@ -117,16 +117,24 @@ def _metric(text: str, name: str) -> float:
     return total
 
 
+def _proc_mem(p) -> int:
+    """PSS where the OS has it (forked workers share pages: RSS would count them twice), else RSS."""
+    try:
+        return p.memory_full_info().pss
+    except (AttributeError, Exception):  # noqa: BLE001 - no PSS on this OS / no permission
+        return p.memory_info().rss
+
+
 def client_rss_mib() -> float:
-    """Resident memory of this process and all its children (render workers), in MiB."""
+    """Memory of this process and all its children (render workers), in MiB (PSS on Linux)."""
     try:
         import psutil
 
         me = psutil.Process()
-        total = me.memory_info().rss
+        total = _proc_mem(me)
         for c in me.children(recursive=True):
             try:
-                total += c.memory_info().rss
+                total += _proc_mem(c)
             except psutil.Error:
                 pass
         return total / 2**20

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..document import Page, PageTimings
+from ..fallback import with_fallback
 from ..engines import Engine, EngineResult, PageInput, create_engine
 from ..ingest.render import Budget, DocumentError, open_source, render_page
 from ..postprocess import finish_page
@@ -183,20 +184,9 @@ class EngineStage:
                 return EngineResult(ok=False, engine=self.engine.name, error=f"engine error: {e!r}")
 
     async def _with_fallback(self, pi: PageInput, res: EngineResult) -> tuple[EngineResult, str, str | None]:
-        """(result, status, model error kept for a fallback page), as pipeline.Converter._ocr."""
-        if res.ok:
-            return res, "ok", None
-        if self.spec.fallback and self.engine.name != "lite":
-            fb = await self._fallback()
-            try:
-                res2 = await fb.ocr(pi)
-            except Exception as e:  # noqa: BLE001
-                res2 = EngineResult(ok=False, engine="lite", error=f"fallback error: {e!r}")
-            if res2.ok:
-                res2.attempts += res.attempts
-                return res2, "fallback", res.error
-            res.error = f"{res.error}; fallback failed: {res2.error}"
-        return res, "failed", res.error
+        """(result, status, model error kept for a fallback page): the pipeline's rule."""
+        return await with_fallback(res, pi, engine_name=self.engine.name, enabled=self.spec.fallback,
+                                   get_fallback=self._fallback)
 
     async def _results(self, inputs: list[PageInput]) -> list[tuple[EngineResult, float]]:
         import asyncio
