@@ -1,0 +1,200 @@
+// ocrserve viewer: uploads a document to POST /v1/convert?stream=true and draws the Server-Sent Events
+// as they arrive: page_started (page image), block (a layout box + its rendered HTML), page_done, done, error.
+"use strict";
+
+const COLORS = {
+  "Section-Header": "#d9480f", "Title": "#c2255c", "Text": "#1c7ed6", "Table": "#2b8a3e", "Image": "#7048e8",
+  "Figure": "#7048e8", "Picture": "#7048e8", "Caption": "#e67700", "Page-Header": "#868e96", "Page-Footer": "#868e96",
+  "List-Group": "#0c8599", "Equation-Block": "#ae3ec9", "Form": "#5c940d", "Code-Block": "#364fc7",
+  "Footnote": "#a61e4d", "Table-Of-Contents": "#087f5b", "Complex-Block": "#495057", "Diagram": "#6741d9",
+  "Bibliography": "#e8590c", "Blank-Page": "#adb5bd",
+};
+
+function colorFor(label) {
+  if (COLORS[label]) return COLORS[label];
+  let h = 0;
+  for (const ch of label) h = (h * 31 + ch.charCodeAt(0)) % 360;
+  return `hsl(${h}, 65%, 42%)`;
+}
+
+const $ = (sel) => document.querySelector(sel);
+const state = { pages: new Map(), labels: new Set() };
+
+function setStatus(text, error = false) {
+  const el = $("#status");
+  el.textContent = text;
+  el.classList.toggle("error", error);
+}
+
+function addLegend(label) {
+  if (state.labels.has(label)) return;
+  state.labels.add(label);
+  const s = document.createElement("span");
+  s.textContent = label;
+  s.style.background = colorFor(label);
+  s.dataset.label = label;
+  $("#legend").appendChild(s);
+}
+
+function pageView(index) {
+  let v = state.pages.get(index);
+  if (v) return v;
+  const root = document.createElement("section");
+  root.className = "page";
+  root.dataset.page = String(index);
+  const title = document.createElement("h2");
+  title.innerHTML = `Page ${index + 1}<span class="state">converting…</span>`;
+  const sheet = document.createElement("div");
+  sheet.className = "sheet";
+  const output = document.createElement("div");
+  output.className = "output";
+  root.append(title, sheet, output);
+  // keep pages in page order whatever order they start in
+  const after = [...$("#pages").children].find((el) => Number(el.dataset.page) > index);
+  $("#pages").insertBefore(root, after || null);
+  v = { root, title, sheet, output, blocks: 0 };
+  state.pages.set(index, v);
+  return v;
+}
+
+function onPageStarted(d) {
+  const v = pageView(d.page);
+  v.sheet.style.aspectRatio = `${d.width} / ${d.height}`;
+  if (d.image) {
+    const img = document.createElement("img");
+    img.alt = `page ${d.page + 1}`;
+    img.src = d.image;
+    v.sheet.prepend(img);
+  }
+}
+
+function onBlock(d) {
+  const v = pageView(d.page);
+  const b = d.block;
+  const c = colorFor(b.label);
+  addLegend(b.label);
+  const [x0, y0, x1, y1] = b.bbox_norm;
+  const box = document.createElement("div");
+  box.className = "box";
+  box.dataset.label = b.label;
+  box.dataset.index = String(b.index);
+  box.style.setProperty("--c", c);
+  box.style.left = `${x0 * 100}%`;
+  box.style.top = `${y0 * 100}%`;
+  box.style.width = `${(x1 - x0) * 100}%`;
+  box.style.height = `${(y1 - y0) * 100}%`;
+  const tag = document.createElement("span");
+  tag.textContent = b.label;
+  box.appendChild(tag);
+  v.sheet.appendChild(box);
+
+  const out = document.createElement("div");
+  out.className = "block";
+  out.dataset.label = b.label;
+  out.dataset.index = String(b.index);
+  out.style.setProperty("--c", c);
+  const t = document.createElement("span");
+  t.className = "tag";
+  t.textContent = b.label;
+  out.appendChild(t);
+  const body = document.createElement("div");
+  body.innerHTML = b.html; // sanitized by the server's parser (model tag whitelist)
+  out.appendChild(body);
+  v.output.appendChild(out);
+  for (const [a, other] of [[box, out], [out, box]]) {
+    a.addEventListener("mouseenter", () => other.classList.add("hot"));
+    a.addEventListener("mouseleave", () => other.classList.remove("hot"));
+  }
+  v.blocks += 1;
+}
+
+function onPageReset(d) {
+  const v = pageView(d.page);
+  v.sheet.querySelectorAll(".box").forEach((el) => el.remove());
+  v.output.replaceChildren();
+  v.blocks = 0;
+}
+
+function onPageDone(d) {
+  const v = pageView(d.page);
+  v.root.classList.add(d.status);
+  v.root.dataset.status = d.status;
+  v.title.querySelector(".state").textContent =
+    d.status === "failed" ? `failed: ${d.error || "unknown error"}` : `${v.blocks} blocks (${d.status})`;
+}
+
+function onDone(d) {
+  const doc = d.document;
+  document.body.dataset.done = "1";
+  setStatus(`Done: ${doc.pages.length} page(s), status ${d.status}.`);
+}
+
+function onError(d) {
+  document.body.dataset.done = "1";
+  setStatus(d.error || "conversion failed", true);
+}
+
+const HANDLERS = { page_started: onPageStarted, block: onBlock, page_reset: onPageReset, page_done: onPageDone,
+                   done: onDone, error: onError };
+
+function dispatch(raw) {
+  let event = "message";
+  const data = [];
+  for (const line of raw.split("\n")) {
+    if (line.startsWith("event:")) event = line.slice(6).trim();
+    else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+  }
+  if (!data.length || !HANDLERS[event]) return;
+  HANDLERS[event](JSON.parse(data.join("\n")));
+}
+
+async function convert(file, pages, key) {
+  state.pages.clear();
+  $("#pages").replaceChildren();
+  delete document.body.dataset.done;
+  const form = new FormData();
+  form.append("file", file, file.name);
+  const qs = new URLSearchParams({ stream: "true" });
+  if (pages) qs.set("pages", pages);
+  const headers = key ? { Authorization: `Bearer ${key}` } : {};
+  setStatus(`Uploading ${file.name}…`);
+  const r = await fetch(`/v1/convert?${qs}`, { method: "POST", body: form, headers });
+  if (!r.ok) {
+    let msg = `HTTP ${r.status}`;
+    try { msg += `: ${(await r.json()).detail}`; } catch (e) { /* not JSON */ }
+    onError({ error: msg });
+    return;
+  }
+  setStatus(`Converting ${file.name}…`);
+  const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buf += value.replace(/\r\n/g, "\n");
+    let cut;
+    while ((cut = buf.indexOf("\n\n")) !== -1) {
+      dispatch(buf.slice(0, cut));
+      buf = buf.slice(cut + 2);
+    }
+  }
+  if (buf.trim()) dispatch(buf);
+  if (!document.body.dataset.done) onError({ error: "the stream ended early" });
+}
+
+$("#key").value = localStorage.getItem("ocrserve-key") || "";
+$("#upload").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const file = $("#file").files[0];
+  if (!file) return;
+  const key = $("#key").value.trim();
+  localStorage.setItem("ocrserve-key", key);
+  $("#go").disabled = true;
+  try {
+    await convert(file, $("#pages").value.trim(), key);
+  } catch (e) {
+    onError({ error: String(e) });
+  } finally {
+    $("#go").disabled = false;
+  }
+});
