@@ -1,0 +1,71 @@
+"""Jobs survive the service: SIGKILL mid-job, restart on the same data directory, the job completes."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import time
+
+import httpx
+
+from tests.helpers import text_pdf
+from tests.standin import StandIn, standin  # noqa: F401
+from tests.test_api import KEYS, ApiProcess
+
+ENV = {"OCRSERVE_API_KEYS": KEYS[0], "OCRSERVE_JOB_WORKERS": "1", "OCRSERVE_FALLBACK": "false",
+       "OCRSERVE_RENDER_WORKERS": "1"}
+H = {"Authorization": f"Bearer {KEYS[0]}"}
+
+
+def test_sigkill_mid_job_then_restart_completes_every_page(standin: StandIn, tmp_path) -> None:  # noqa: F811
+    pages = 5
+    pdf = text_pdf(tmp_path / "long.pdf", pages=pages, title="Durable")
+    # slow engine, one page at a time: the job is surely mid-way when the service dies
+    standin.control(delay_s=0.4, max_concurrency=1)
+    data = tmp_path / "data"
+    api = ApiProcess(standin.url, data, ENV).start()
+    try:
+        c = httpx.Client(base_url=api.url, timeout=30, headers=H)
+        with open(pdf, "rb") as f:
+            r = c.post("/v1/jobs", files={"file": ("long.pdf", f)})
+        assert r.status_code == 202
+        job_id = r.json()["id"]
+        queued = c.post("/v1/jobs", files={"file": ("long.pdf", pdf.read_bytes())}).json()["id"]
+        deadline = time.monotonic() + 30
+        while True:
+            j = c.get(f"/v1/jobs/{job_id}").json()
+            if j["status"] == "running" and j["pages_done"] >= 1:
+                break
+            assert time.monotonic() < deadline, j
+            time.sleep(0.05)
+        api.kill(signal.SIGKILL)
+        assert not api.alive()
+    finally:
+        api.stop()
+    # what the killed service left on disk: the job still marked running, the WAL database readable
+    with sqlite3.connect(data / "jobs.sqlite3") as db:
+        status = dict(db.execute("SELECT id, status FROM jobs").fetchall())
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    assert status[job_id] == "running" and status[queued] == "queued"
+
+    standin.control(delay_s=0.0, max_concurrency=0)
+    api2 = ApiProcess(standin.url, data, ENV, log_path=tmp_path / "second.log").start()
+    try:
+        c = httpx.Client(base_url=api2.url, timeout=30, headers=H)
+        for jid in (job_id, queued):
+            deadline = time.monotonic() + 60
+            while True:
+                j = c.get(f"/v1/jobs/{jid}").json()
+                if j["status"] in ("done", "failed"):
+                    break
+                assert time.monotonic() < deadline, j
+                time.sleep(0.1)
+            assert j["status"] == "done" and j["pages_done"] == pages and j["pages_failed"] == 0, j
+            doc = c.get(f"/v1/jobs/{jid}/result").json()
+            assert [p["index"] for p in doc["pages"]] == list(range(pages))
+            assert all(p["status"] == "ok" and p["blocks"] for p in doc["pages"])
+        first = c.get(f"/v1/jobs/{job_id}").json()
+        assert first["attempts"] == 2  # claimed by the killed service, then again after the restart
+        assert "resuming 1 job" in api2.log()
+    finally:
+        api2.stop()
