@@ -99,6 +99,12 @@ function onBlock(d) {
   out.appendChild(t);
   const body = document.createElement("div");
   body.innerHTML = b.html; // sanitized by the server's parser (model tag whitelist)
+  body.querySelectorAll("math").forEach((m) => { // the model writes TeX inside <math>: show it as such
+    const tex = document.createElement("code");
+    tex.className = "tex";
+    tex.textContent = m.textContent;
+    m.replaceWith(tex);
+  });
   out.appendChild(body);
   v.output.appendChild(out);
   for (const [a, other] of [[box, out], [out, box]]) {
@@ -191,7 +197,7 @@ $("#upload").addEventListener("submit", async (ev) => {
   localStorage.setItem("ocrserve-key", key);
   $("#go").disabled = true;
   try {
-    await convert(file, $("#pages").value.trim(), key);
+    await convert(file, $("#page-range").value.trim(), key);
   } catch (e) {
     onError({ error: String(e) });
   } finally {
