@@ -137,7 +137,8 @@ class TapEngine:
             if self.stream and splitter.text != res.raw:
                 # not streamed (the engine does not stream) or retried after a bad attempt: the final
                 # answer's blocks replace whatever was sent for this page
-                self._send("page_reset", {"page": page.index}) if splitter.text else None
+                if splitter.text:
+                    self._send("page_reset", {"page": page.index})
                 for b in final.blocks:
                     self._send("block", {"page": page.index, "block": b.model_dump()})
         return res
