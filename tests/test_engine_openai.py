@@ -333,3 +333,27 @@ async def test_prompt_longer_than_context_fails_at_once(standin):
     res = await run_one(engine_for(standin), make_page(70))
     assert not res.ok and res.attempts == 1
     assert "HTTP 400" in res.error and "maximum context length is 300" in res.error
+
+
+async def test_replicas_share_the_pages(standin):
+    """Two server URLs (data-parallel replicas) make one engine that spreads pages over both."""
+    import asyncio
+
+    from PIL import Image
+
+    from ocrserve.engines import PageInput, create_engine
+    from ocrserve.profiles import load_profile
+    from tests.standin import start_standin
+
+    other = start_standin()
+    try:
+        eng = create_engine("openai", load_profile("chandra-1"), server=f"{standin.url},{other.url}", concurrency=2)
+        assert eng.capacity() == 4
+        pages = [PageInput("d", i, image=Image.new("RGB", (64, 64), (i, 0, 0))) for i in range(8)]
+        results = await asyncio.gather(*(eng.ocr(p) for p in pages))
+        await eng.aclose()
+        assert all(r.ok for r in results)
+        assert standin.stats()["total_requests"] + other.stats()["total_requests"] == 8
+        assert standin.stats()["total_requests"] >= 2 and other.stats()["total_requests"] >= 2
+    finally:
+        other.stop()

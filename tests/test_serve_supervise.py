@@ -216,3 +216,42 @@ def test_cli_serve_sigterm_stops_everything(tmp_path: Path):
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def test_cli_serve_with_the_ocr_api_in_front(tmp_path: Path):
+    """`ocrserve serve --api-port`: the OCR API comes up over the replica and reports it reachable."""
+    import httpx
+
+    port, api_port = free_port(), free_port()
+    pidfile = tmp_path / "pids"
+    env = {**os.environ, "FAKE_VLLM_MODE": "healthy", "FAKE_VLLM_DELAY": "0.2", "FAKE_VLLM_PIDFILE": str(pidfile),
+           "OCRSERVE_VLLM_BIN": f"{sys.executable} {FAKE}", "OCRSERVE_DATA_DIR": str(tmp_path / "data")}
+    cmd = [sys.executable, "-m", "ocrserve.cli", "serve", "--model", "chandra-1", "--gpu-memory-gib", "139.8",
+           "--gpus", "0", "--port", str(port), "--api-port", str(api_port), "--log-dir", str(tmp_path / "logs")]
+    p = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = []
+        for line in p.stdout:
+            lines.append(line)
+            if line.startswith("ready"):
+                break
+        assert "ready" in "".join(lines), "".join(lines)
+        deadline = time.monotonic() + 60
+        health = ready = None
+        while time.monotonic() < deadline:
+            try:
+                health = httpx.get(f"http://127.0.0.1:{api_port}/healthz", timeout=2).status_code
+                ready = httpx.get(f"http://127.0.0.1:{api_port}/readyz", timeout=5).status_code
+                if health == 200 and ready == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.3)
+        assert (health, ready) == (200, 200)
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=30) == 0
+        assert no_orphans(pidfile)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()

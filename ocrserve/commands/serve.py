@@ -150,21 +150,19 @@ def register(app: typer.Typer) -> None:
 def _start_api(port: int, host: str, endpoints: list[str], served_model: str, profile: str, sup) -> None:
     """Hook for the OCR HTTP API (ocrserve.server.app, built separately): uvicorn in a thread, fed the replica URLs.
 
-    The API app is looked up as `ocrserve.server.app.create_app(servers=[...], served_model=..., model=...)`,
-    or a module-level `app` reading OCRSERVE_SERVER (comma-separated replica URLs) from the environment.
+    The API (ocrserve.server.create_app) gets one openai engine spread over the replica URLs.
     """
     if importlib.util.find_spec("ocrserve.server") is None or importlib.util.find_spec("ocrserve.server.app") is None:
         typer.echo("note: the OCR API (ocrserve.server.app) is not installed; serving vLLM only", err=True)
         return
     import uvicorn
 
-    os.environ["OCRSERVE_SERVER"] = ",".join(endpoints)
-    os.environ.setdefault("OCRSERVE_SERVED_MODEL", served_model)
-    os.environ.setdefault("OCRSERVE_MODEL", profile)
-    from ocrserve.server import app as app_mod
+    from ocrserve.server import create_app
+    from ocrserve.settings import get_settings
 
-    factory = getattr(app_mod, "create_app", None)
-    asgi = factory(servers=endpoints, served_model=served_model, model=profile) if factory else app_mod.app
+    # one openai engine over every replica (comma-separated URLs: pages go to the least busy one)
+    settings = get_settings(server=",".join(endpoints), served_model=served_model, model=profile, engine="openai")
+    asgi = create_app(settings)
     server = uvicorn.Server(uvicorn.Config(asgi, host=host, port=port, log_level="info"))
     server.install_signal_handlers = lambda: None  # the supervisor owns SIGINT/SIGTERM
     threading.Thread(target=server.run, name="ocr-api", daemon=True).start()

@@ -19,8 +19,12 @@ def create_engine(name: str | None, profile, settings=None, **options) -> Engine
 
         return LiteEngine(profile, settings=settings, **options)
     if name == "openai":
-        from .openai import OpenAIEngine
+        from .openai import MultiServerEngine, OpenAIEngine
 
+        server = options.get("server") or settings.server or ""
+        if "," in server:  # data-parallel replicas: one engine each, pages to the least busy
+            urls = [u.strip() for u in server.split(",") if u.strip()]
+            return MultiServerEngine([OpenAIEngine(profile, settings=settings, **{**options, "server": u}) for u in urls])
         return OpenAIEngine(profile, settings=settings, **options)
     if name == "hf":
         from .hf import HFEngine
