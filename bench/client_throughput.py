@@ -31,8 +31,9 @@ def main() -> None:
     try:
         common = [sys.executable, "-m", "ocrserve", "bench", "--server", server.url, "--no-ignore-eos",
                   "--max-tokens", "4096", "--stream-probe", "0", "--out", a.out]
-        subprocess.run(common + ["--synthetic", str(a.pages), "--modes", "pipeline,plain", "--plain-batch", "1",
-                                 "--name", "client-throughput-cpu"], cwd=ROOT, check=True)
+        if a.pages:
+            subprocess.run(common + ["--synthetic", str(a.pages), "--modes", "pipeline,plain", "--plain-batch", "1",
+                                     "--name", "client-throughput-cpu"], cwd=ROOT, check=True)
         if a.memory_pages:
             subprocess.run(common + ["--synthetic", str(a.memory_pages), "--modes", "pipeline", "--seed", "7",
                                      "--name", "client-memory-2000p-cpu"], cwd=ROOT, check=True)
