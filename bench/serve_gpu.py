@@ -38,6 +38,8 @@ import httpx
 CONFIGS = {"max-bf16": ("max", "none"), "lean-fp8": ("lean", "fp8"), "lean-bf16": ("lean", "none"),
            "max-fp8": ("max", "fp8")}
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # `python bench/serve_gpu.py` puts bench/ on the path, not the repository root
+    sys.path.insert(0, str(ROOT))
 
 
 def gpu_used_mib(index: int) -> float | None:
@@ -258,7 +260,7 @@ def run_config(a: argparse.Namespace, cfg: str) -> None:
         result["ok"] = False
         result["error"] = str(e)
     finally:
-        if a.keep_running and result.get("ok"):
+        if a.keep_running and proc.poll() is None:  # leave a started server up, even after a failed load
             poller.halt.set()
             poller.join()
             result["gpu_peak_gib"] = poller.peak_gib()
