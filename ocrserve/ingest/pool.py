@@ -34,6 +34,30 @@ def default_start_method() -> str:
     return "fork" if sys.platform.startswith("linux") else mp.get_start_method()
 
 
+def _worker_init(initializer, initargs) -> None:
+    """In each worker: die with the parent, leave SIGINT to the parent, SIGTERM ends the worker.
+
+    Forked workers inherit the parent's signal handlers (uvicorn's, the CLI's); without this a
+    worker could outlive a killed parent holding memory, or swallow SIGTERM.
+    """
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+            if os.getppid() == 1:  # the parent died before prctl took effect
+                os._exit(1)
+        except (OSError, AttributeError):
+            pass
+    if initializer is not None:
+        initializer(*initargs)
+
+
 class WorkerCrash(Exception):
     """The worker process died while handling this task."""
 
@@ -51,7 +75,7 @@ class ResilientPool:
         if self._pool is None:
             self._pool = ProcessPoolExecutor(
                 max_workers=self.workers, mp_context=self._ctx,
-                initializer=self._initializer, initargs=self._initargs,
+                initializer=_worker_init, initargs=(self._initializer, self._initargs),
             )
         return self._pool
 

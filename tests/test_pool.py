@@ -1,0 +1,81 @@
+"""The render pool: survives a crashed worker, and its workers never outlive their parent."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from ocrserve.ingest.pool import ResilientPool, WorkerCrash
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _square(x: int) -> int:
+    return x * x
+
+
+def _crash_on(x: int, marker: str) -> int:
+    if x == 3:
+        os._exit(1)  # a segfaulting pdfium would look like this to the pool
+    return x
+
+
+async def test_crashed_worker_fails_only_its_task():
+    pool = ResilientPool(2)
+    try:
+        results = await asyncio.gather(*(pool.run(_crash_on, i, "") for i in range(6)), return_exceptions=True)
+    finally:
+        pool.shutdown()
+    assert isinstance(results[3], WorkerCrash)
+    assert [r for i, r in enumerate(results) if i != 3 and not isinstance(r, Exception)] == [0, 1, 2, 4, 5]
+    assert "crashed" in str(results[3])
+
+
+async def test_kwargs_and_reuse():
+    pool = ResilientPool(1)
+    try:
+        assert await pool.run(_square, x=7) == 49
+        assert await pool.run(_square, 3) == 9
+    finally:
+        pool.shutdown()
+
+
+CHILD = """
+import asyncio, os, sys, time
+sys.path.insert(0, {root!r})
+from ocrserve.ingest.pool import ResilientPool
+async def main():
+    pool = ResilientPool(2)
+    await asyncio.gather(*(pool.run(time.sleep, 0.01) for _ in range(4)))
+    print(" ".join(str(p) for p in pool._pool._processes), flush=True)
+    time.sleep(60)
+asyncio.run(main())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
+def test_workers_die_with_a_killed_parent():
+    p = subprocess.Popen([sys.executable, "-c", CHILD.format(root=str(ROOT))], stdout=subprocess.PIPE, text=True)
+    try:
+        pids = [int(x) for x in p.stdout.readline().split()]
+        assert len(pids) == 2 and all(psutil.pid_exists(x) for x in pids)
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(
+            psutil.pid_exists(x) and psutil.Process(x).status() != psutil.STATUS_ZOMBIE for x in pids
+        ):
+            time.sleep(0.1)
+        alive = [x for x in pids if psutil.pid_exists(x) and psutil.Process(x).status() != psutil.STATUS_ZOMBIE]
+        assert alive == []
+    finally:
+        if p.poll() is None:
+            p.kill()
