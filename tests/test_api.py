@@ -109,18 +109,29 @@ API_ENV = {
 _SHARED: dict[str, ApiProcess] = {}
 
 
-@pytest.fixture
-def api(standin: StandIn, tmp_path_factory, request) -> ApiProcess:  # noqa: F811
-    """One API process per pytest session in front of the session's stand-in (reset for each test)."""
-    proc = _SHARED.get("api")
+def shared_api(name: str, standin: StandIn, env: dict[str, str], tmp_path_factory, request) -> ApiProcess:  # noqa: F811
+    """One API process of this name per pytest session in front of the session's stand-in."""
+    proc = _SHARED.get(name)
     if proc is None or not proc.alive() or proc.server != standin.url:
         if proc is not None:
             proc.stop()
-        data = tmp_path_factory.mktemp("api") / "data"
-        proc = ApiProcess(standin.url, data, API_ENV).start()
-        _SHARED["api"] = proc
+        data = tmp_path_factory.mktemp(name) / "data"
+        proc = ApiProcess(standin.url, data, env).start()
+        _SHARED[name] = proc
         request.config.add_cleanup(proc.stop)
     return proc
+
+
+@pytest.fixture
+def api(standin: StandIn, tmp_path_factory, request) -> ApiProcess:  # noqa: F811
+    """One API process per pytest session in front of the session's stand-in (reset for each test); no fallback."""
+    return shared_api("api", standin, API_ENV, tmp_path_factory, request)
+
+
+@pytest.fixture
+def api_fb(standin: StandIn, tmp_path_factory, request) -> ApiProcess:  # noqa: F811
+    """Like `api`, with the lite fallback on (pages the model engine gives up on are rescued)."""
+    return shared_api("api_fb", standin, {**API_ENV, "OCRSERVE_FALLBACK": "true"}, tmp_path_factory, request)
 
 
 def H(key: str = KEYS[0]) -> dict[str, str]:
@@ -374,6 +385,58 @@ def test_stream_with_markdown_and_an_unreachable_page_image(api: ApiProcess, doc
     events = parse_sse(r.text)
     assert events[-1][0] == "done" and events[-1][1]["markdown"].startswith("# Page ")
     assert c.get("/v1/pages/not-a-token.png").status_code == 404
+
+
+def page_events(events: list[tuple[str, dict]], page: int) -> list[tuple[str, dict]]:
+    return [(k, d) for k, d in events if d.get("page") == page]
+
+
+@pytest.mark.parametrize("bad", ["cutoff", "loop"])
+def test_stream_a_retried_attempt_resets_the_page_at_once(api: ApiProcess, standin: StandIn, docs, bad: str) -> None:  # noqa: F811
+    # the first attempt streams some blocks, then is unusable (cut off / a loop): the engine starts the
+    # page over with on_delta(""); the client hears page_reset right then, and the retry's blocks from 0
+    standin.control(default_plan=[bad, "ok"], chunk_chars=64)
+    c = httpx.Client(base_url=api.url, timeout=60, headers=H())
+    with open(docs["pdf1"], "rb") as f:
+        r = c.post("/v1/convert", params={"stream": "true"}, files={"file": ("one.pdf", f)})
+    events = parse_sse(r.text)
+    assert events[-1][0] == "done" and events[-1][1]["status"] == "ok"
+    mine = page_events(events, 0)
+    kinds = [k for k, _ in mine]
+    assert kinds[0] == "page_started" and kinds[-1] == "page_done" and kinds.count("page_reset") == 1, kinds
+    cut = kinds.index("page_reset")
+    before = [d["block"] for k, d in mine[:cut] if k == "block"]
+    after = [d["block"] for k, d in mine[cut + 1:] if k == "block"]
+    final = mine[-1][1]["blocks"]
+    assert mine[-1][1]["status"] == "ok"
+    assert [b["html"] for b in after] == [b["html"] for b in final] == \
+        [b["html"] for b in events[-1][1]["document"]["pages"][0]["blocks"]]
+    assert [b["index"] for b in after] == list(range(len(final)))
+    # before the reset: only the first attempt's closed blocks (a prefix of the answer), nothing of the retry
+    assert 1 <= len(before) < len(final)
+    assert [b["html"] for b in before] == [b["html"] for b in final[:len(before)]]
+    assert [b["index"] for b in before] == list(range(len(before)))
+    assert kinds[cut + 1:-1] == ["block"] * len(final)
+    assert sum(standin.stats()["attempts"].values()) == 2
+
+
+def test_convert_status_header_ok_and_failed(api: ApiProcess, standin: StandIn, docs) -> None:  # noqa: F811
+    c = httpx.Client(base_url=api.url, timeout=60, headers=H())
+    with open(docs["pdf3"], "rb") as f:
+        r = c.post("/v1/convert", params={"pages": "3"}, files={"file": ("three.pdf", f)})
+    assert r.status_code == 200 and r.headers["x-ocr-status"] == "ok"
+    standin.control(default_plan=["400"])  # the model server refuses every page; no fallback on this API
+    with open(docs["pdf3"], "rb") as f:
+        r = c.post("/v1/convert", params={"pages": "1-2"}, files={"file": ("three.pdf", f)})
+    assert r.status_code == 200 and r.headers["x-ocr-status"] == "failed"
+    pages = r.json()["pages"]
+    assert [p["status"] for p in pages] == ["failed", "failed"] and all("400" in p["error"] for p in pages), pages
+    with open(docs["pdf1"], "rb") as f:
+        r = c.post("/v1/convert", params={"format": "md"}, files={"file": ("one.pdf", f)})
+    assert r.status_code == 200 and r.headers["x-ocr-status"] == "failed"
+    op = c.get("/openapi.json").json()["paths"]["/v1/convert"]["post"]
+    header = op["responses"]["200"]["headers"]["X-OCR-Status"]
+    assert header["schema"]["enum"] == ["ok", "fallback", "failed"] and "X-OCR-Status" in op["description"]
 
 
 # ------------------------------------------------------------------------------------------ jobs

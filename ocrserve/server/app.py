@@ -64,6 +64,25 @@ _INPUT_DOC = {
 }
 
 
+STATUS_HEADER = "X-OCR-Status"
+_STATUS_HEADER_DOC = {
+    "description": "The document's status (not sent with stream=true; the `done` event has it): `ok` (every "
+                   "page by the model), `fallback` (some pages rescued by the lite engine, none failed) or "
+                   "`failed` (at least one page failed; the Document's pages say which and why).",
+    "schema": {"type": "string", "enum": ["ok", "fallback", "failed"]},
+}
+_CONVERT_DOC = (
+    "Convert one document (PDF or image) and answer with the result.\n\n"
+    "A document whose pages failed is still a `200` with the Document, whose failed pages carry their "
+    f"error: check the `{STATUS_HEADER}` header (`ok`, `fallback` or `failed`) or the pages' `status`. "
+    "A file that cannot be opened at all is a `422`.\n\n"
+    "With `stream=true` the answer is a Server-Sent Events stream: `page_started` (page size and image), "
+    "`block` (each layout block as soon as its HTML closes in the model's output), `page_reset` (drop the "
+    "page's blocks so far: a retried attempt, or a page handed to the fallback), `page_done` (status "
+    "ok, fallback or failed, and the page's final blocks), then `done` (the Document and its status) or `error`."
+)
+
+
 class JSONUpload(BaseModel):
     filename: str = "upload"
     content_base64: str
@@ -215,9 +234,10 @@ def create_app(settings: Settings | None = None, engine: Engine | str | None = N
         return Response(png, media_type="image/png", headers={"Cache-Control": "private, max-age=3600"})
 
     # ------------------------------------------------------------------ convert
-    @app.post("/v1/convert", tags=["convert"], openapi_extra=_INPUT_DOC,
+    @app.post("/v1/convert", tags=["convert"], openapi_extra=_INPUT_DOC, description=_CONVERT_DOC,
               responses={200: {"description": "Document JSON, Markdown or HTML; with stream=true an SSE stream "
-                                              "of page_started, block, page_done, done, error events"}})
+                                              "of page_started, block, page_reset, page_done, done, error events",
+                               "headers": {STATUS_HEADER: _STATUS_HEADER_DOC}}})
     async def convert(request: Request, who: str = Depends(auth), format: Format = Query("json"),
                       pages: str | None = Query(None, description="page ranges, e.g. 1-3,7"),
                       stream: bool = Query(False, description="answer with Server-Sent Events")):
@@ -237,7 +257,9 @@ def create_app(settings: Settings | None = None, engine: Engine | str | None = N
             result, _, _ = await svc.convert(checked)
             if result.document is None:
                 raise HTTPException(422, f"{name}: {result.error}")
-            return _render(result.document, format, settings.keep_headers_footers)
+            resp = _render(result.document, format, settings.keep_headers_footers)
+            resp.headers[STATUS_HEADER] = result.document.status
+            return resp
         finally:
             if not handed_off:
                 limiter.release(who)

@@ -3,7 +3,8 @@
 `Service.inspect()` opens an upload once (bad file -> 422 with the pipeline's reason, too many pages
 -> 413); `Service.convert()` runs the pipeline on it with a tap on the engine that reports each page
 as it starts (with its image for the viewer) and each layout block as soon as its HTML closes in the
-model's token stream.
+model's token stream (a retried attempt resets the page with `page_reset`; a page the engine gives up
+on and the lite fallback rescues streams the fallback's blocks).
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ import unicodedata
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from fastapi import HTTPException
 
 from ..document import Block
-from ..engines import Engine, EngineResult, PageInput
+from ..engines import Engine, EngineResult, PageInput, create_engine
 from ..ingest.pool import ResilientPool, WorkerCrash, default_workers
 from ..ingest.render import DocumentError, SourceInfo, open_source
 from ..ingest.sources import parse_page_ranges
@@ -79,13 +80,21 @@ class Checked:
 
 
 class TapEngine:
-    """Wraps the shared engine for one conversion: reports page starts, streamed blocks and latency."""
+    """Wraps an engine for one conversion: reports page starts, streamed blocks and latency.
 
-    def __init__(self, inner: Engine, service: "Service", sink: Sink | None, stream: bool) -> None:
-        self.inner, self.service, self.sink, self.stream = inner, service, sink, stream
+    The model engine's tap (`rescue=False`) announces each page with `page_started` and streams its
+    blocks as they close; an empty delta (a retried attempt starts over) resets the page's splitter and
+    sends `page_reset` at once; a page the engine gives up on after blocks were sent gets `page_reset`
+    too, since those blocks are not its answer. The fallback engine's tap (`rescue=True`, shared by the
+    conversion's taps through `final_blocks`) sends a rescued page's final blocks.
+    """
+
+    def __init__(self, inner: Engine, service: "Service", sink: Sink | None, stream: bool, *,
+                 rescue: bool = False, final_blocks: dict[int, list[Block]] | None = None) -> None:
+        self.inner, self.service, self.sink, self.stream, self.rescue = inner, service, sink, stream, rescue
         self.name = inner.name
         self.profile = inner.profile
-        self.final_blocks: dict[int, list[Block]] = {}
+        self.final_blocks: dict[int, list[Block]] = {} if final_blocks is None else final_blocks
 
     def capacity(self) -> int:
         return self.inner.capacity()
@@ -100,7 +109,7 @@ class TapEngine:
     async def ocr(self, page: PageInput, *, on_delta=None) -> EngineResult:
         m = self.service.metrics
         size = (page.width, page.height)
-        if self.sink is not None:
+        if self.sink is not None and not self.rescue:
             token = self.service.images.put(page.png_bytes()) if self.stream else None
             w, h = page.image_size or (None, None)
             self._send("page_started", {
@@ -112,36 +121,65 @@ class TapEngine:
         t0 = time.perf_counter()
         first = True
 
+        def reset() -> None:
+            nonlocal splitter, count
+            if splitter.text:
+                self._send("page_reset", {"page": page.index})
+            splitter, count = BlockSplitter(), 0
+
         def delta(text: str) -> None:
             nonlocal count, first
+            if text == "":  # the engine starts the page over (a retried attempt)
+                reset()
+                return
             for html in splitter.feed(text):
                 blocks = parse_block(html, self.profile, size, page_index=page.index, block_index=count,
                                      unit=page.unit)
-                if blocks and first:
+                if blocks and first and not self.rescue:
                     m.first_block.observe(time.perf_counter() - t0)
                     first = False
                 for b in blocks:
                     count += 1
                     self._send("block", {"page": page.index, "block": b.model_dump()})
 
-        m.in_flight.inc()
-        try:
-            res = await self.inner.ocr(page, on_delta=delta if (self.stream and self.sink) else None)
-        finally:
-            m.in_flight.dec()
-            m.page_latency.observe(time.perf_counter() - t0)
-        if res.ok and self.sink is not None:
-            final = parse_output(res.raw, self.profile, size, index=page.index, unit=page.unit,
-                                 truncated=(res.finish_reason == "length") if res.finish_reason else None)
-            self.final_blocks[page.index] = final.blocks
-            if self.stream and splitter.text != res.raw:
-                # not streamed (the engine does not stream) or retried after a bad attempt: the final
-                # answer's blocks replace whatever was sent for this page
-                if splitter.text:
-                    self._send("page_reset", {"page": page.index})
-                for b in final.blocks:
-                    self._send("block", {"page": page.index, "block": b.model_dump()})
+        streaming = self.stream and self.sink is not None
+        if self.rescue:
+            res = await self.inner.ocr(page, on_delta=delta if streaming else None)
+        else:
+            m.in_flight.inc()
+            try:
+                res = await self.inner.ocr(page, on_delta=delta if streaming else None)
+            finally:
+                m.in_flight.dec()
+                m.page_latency.observe(time.perf_counter() - t0)
+        if self.sink is None:
+            return res
+        if not res.ok:
+            if streaming:
+                reset()  # what was sent is no answer: the page is rescued by the fallback, or fails
+            return res
+        final = parse_output(res.raw, self.profile, size, index=page.index, unit=page.unit,
+                             truncated=(res.finish_reason == "length") if res.finish_reason else None)
+        self.final_blocks[page.index] = final.blocks
+        if streaming and splitter.text != res.raw:
+            # not streamed (the engine does not stream), or the stream differs from the final answer:
+            # the final answer's blocks replace whatever was sent for this page
+            reset()
+            for b in final.blocks:
+                self._send("block", {"page": page.index, "block": b.model_dump()})
         return res
+
+
+class _Converter(Converter):
+    """The pipeline with the service's own fallback engine: shared between conversions (one lite process
+    pool for the service, not one per request) and tapped, so that rescued pages stream their blocks."""
+
+    def __init__(self, *, fallback_engine: Callable[[], Awaitable[Engine]], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._get_fallback = fallback_engine
+
+    async def _fallback(self) -> Engine:
+        return await self._get_fallback()
 
 
 class Service:
@@ -152,9 +190,20 @@ class Service:
         self.pool = ResilientPool(default_workers(settings.render_workers, cap=8), start_method=settings.mp_start)
         self.images = ImageCache(settings.page_image_cache)
         self.metrics: Metrics  # set by the app
+        self._lite: Engine | None = None  # the fallback engine, made on first use
+        self._lite_lock = asyncio.Lock()
 
     async def aclose(self) -> None:
         self.pool.shutdown()
+        if self._lite is not None:
+            await self._lite.aclose()
+
+    async def fallback_engine(self) -> Engine:
+        """The lite engine that rescues pages the model engine gave up on (one for the service)."""
+        async with self._lite_lock:
+            if self._lite is None:
+                self._lite = create_engine("lite", self.profile, self.settings)
+            return self._lite
 
     # ------------------------------------------------------------------ checking an upload
     async def inspect(self, path: Path, filename: str, pages: str | None) -> Checked:
@@ -186,6 +235,10 @@ class Service:
         """Run the pipeline on one checked upload. Returns (result, interrupted, tap)."""
         tap = TapEngine(self.engine, self, sink, stream)
 
+        async def fallback() -> Engine:
+            return TapEngine(await self.fallback_engine(), self, sink, stream, rescue=True,
+                             final_blocks=tap.final_blocks)
+
         def on_event(kind: str, data: dict[str, Any]) -> None:
             if kind == "page_done":
                 self.metrics.pages.labels(status=data["status"]).inc()
@@ -199,8 +252,8 @@ class Service:
                         "blocks": [b.model_dump() for b in tap.final_blocks.get(data["index"], [])],
                     })
 
-        conv = Converter(engine=tap, model=self.profile, settings=self.settings, pages=checked.pages,
-                         pool=self.pool, figures=False, on_event=on_event)
+        conv = _Converter(engine=tap, model=self.profile, settings=self.settings, pages=checked.pages,
+                          pool=self.pool, figures=False, on_event=on_event, fallback_engine=fallback)
         try:
             summary = await conv.run([checked.path])
         finally:
