@@ -52,7 +52,7 @@ function pageView(index) {
   // keep pages in page order whatever order they start in
   const after = [...$("#pages").children].find((el) => Number(el.dataset.page) > index);
   $("#pages").insertBefore(root, after || null);
-  v = { root, title, sheet, output, blocks: 0 };
+  v = { root, title, sheet, output, blocks: 0, image: null };
   state.pages.set(index, v);
   return v;
 }
@@ -65,7 +65,37 @@ function onPageStarted(d) {
     img.alt = `page ${d.page + 1}`;
     img.src = d.image;
     v.sheet.prepend(img);
+    v.image = img;
   }
+}
+
+// An image block (Image, Figure, ...) comes as <img alt="description"> without a source: show the part
+// of the page image under the block's box, captioned with the description; a labelled placeholder when
+// there is no page image to crop.
+function imageCrop(v, b, alt) {
+  const fig = document.createElement("figure");
+  fig.className = "crop";
+  const canvas = document.createElement("canvas");
+  canvas.width = canvas.height = 0;
+  const cap = document.createElement("figcaption");
+  cap.textContent = alt || `${b.label} (no description)`;
+  fig.append(canvas, cap);
+  const page = v.image;
+  const draw = () => {
+    const W = page.naturalWidth, H = page.naturalHeight;
+    if (!W || !H) return;
+    const [x0, y0, x1, y1] = b.bbox_norm;
+    const sx = Math.max(0, Math.floor(x0 * W)), sy = Math.max(0, Math.floor(y0 * H));
+    const sw = Math.min(W, Math.ceil(x1 * W)) - sx, sh = Math.min(H, Math.ceil(y1 * H)) - sy;
+    if (sw < 1 || sh < 1) return;
+    canvas.width = sw;
+    canvas.height = sh;
+    canvas.getContext("2d").drawImage(page, sx, sy, sw, sh, 0, 0, sw, sh);
+    fig.classList.add("drawn");
+  };
+  if (page && page.complete && page.naturalWidth) draw();
+  else if (page) page.addEventListener("load", draw, { once: true });
+  return fig;
 }
 
 function onBlock(d) {
@@ -104,6 +134,9 @@ function onBlock(d) {
     tex.className = "tex";
     tex.textContent = m.textContent;
     m.replaceWith(tex);
+  });
+  body.querySelectorAll("img").forEach((img) => { // no src: a figure the service did not crop
+    if (!img.getAttribute("src")) img.replaceWith(imageCrop(v, b, img.getAttribute("alt") || ""));
   });
   out.appendChild(body);
   v.output.appendChild(out);
