@@ -6,11 +6,20 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SCHEMA_VERSION = "1.0"
 
 PageStatus = Literal["ok", "fallback", "failed"]
+
+
+def _utf8(v):
+    if isinstance(v, str):
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError:
+            return v.encode("utf-8", "replace").decode("utf-8")
+    return v
 
 
 class Block(BaseModel):
@@ -30,6 +39,12 @@ class Block(BaseModel):
     text: str = Field("", description="plain text of the block")
     figure: str | None = Field(None, description="path of the cropped figure, relative to the document folder")
     truncated: bool = Field(False, description="the block was cut off (unterminated in the model output)")
+
+    @field_validator("label", "html", "markdown", "text", "figure", mode="before")
+    @classmethod
+    def _valid_utf8(cls, v):
+        """Lone surrogates cannot be written as UTF-8 JSON: replace them, whoever built the block."""
+        return _utf8(v)
 
 
 class PageTimings(BaseModel):
@@ -60,6 +75,11 @@ class Page(BaseModel):
     error: str | None = Field(None, description="why the page failed, or why the model engine gave up before the fallback")
     blocks: list[Block] = Field(default_factory=list)
     raw: str | None = Field(None, description="raw engine output (kept when asked for)")
+
+    @field_validator("error", "raw", mode="before")
+    @classmethod
+    def _valid_utf8(cls, v):
+        return _utf8(v)
 
     @property
     def markdown(self) -> str:

@@ -124,3 +124,13 @@ def test_failed_page_shows_error():
     page = Page(index=2, width=612, height=792, status="failed", error="engine timed out after 3 attempts")
     out = render_html(doc_of(Page(index=0, width=1, height=1), page))
     assert 'class="page status-failed"' in out and "Page 2 failed: engine timed out after 3 attempts" in out
+
+
+def test_javascript_url_hidden_in_math_does_not_reach_block_html():
+    """Math is put back into attribute values before the URL check (reviewer's repro)."""
+    import ocrserve
+
+    raw = ('<div data-bbox="0 0 500 500" data-label="Text"><p><a href="<math>javascript:alert(1)</math>">click</a>'
+           '<img alt="x" src="<math>jav&#x09;ascript:1</math>"></p></div>')
+    block = ocrserve.parse_output(raw, "chandra-1", (612, 792)).blocks[0]
+    assert "javascript" not in block.html.lower() and "click" in block.html

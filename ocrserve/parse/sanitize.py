@@ -303,10 +303,11 @@ def serialize_nodes(nodes: list[LexborNode], store: MathStore, allowed_tags: set
         if tag in allowed_tags and _TAG_NAME.fullmatch(tag):
             attrs = []
             for name, value in cur.attributes.items():
-                value = value or ""
+                # judge the value as it will be written: math put back first (a javascript: URL
+                # could hide in a <math> placeholder)
+                value = store.latex(value or "")
                 if not attr_allowed(name, value, allowed_attrs):
                     continue
-                value = store.latex(value)
                 attrs.append(f' {name.lower()}="{escape_attr(value)}"' if value else f" {name.lower()}")
             out.append(f"<{tag}{''.join(attrs)}>")
             if tag in VOID_TAGS:
