@@ -29,21 +29,46 @@ def json_path(out: Path, name: str) -> Path:
 
 def staging_dir(out: Path, name: str, run_id: str) -> Path:
     d = out / name
-    return d.parent / f".{d.name}.partial-{run_id}"
+    return d.parent / f".{d.name}.partial-{run_id}-{os.getpid()}"
 
 
-def is_complete(out: Path, name: str, sha256: str | None) -> bool:
-    """True when a finished output for this exact source is already there."""
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _load(out: Path, name: str) -> dict | None:
     p = json_path(out, name)
     if not p.is_file():
-        return False
+        return None
     try:
-        data = json.loads(p.read_text(encoding="utf-8"))
+        return json.loads(p.read_text(encoding="utf-8"))
     except (OSError, ValueError):
+        return None
+
+
+def existing_source(out: Path, name: str) -> dict | None:
+    """The `source` of the document already written under this name, if any."""
+    data = _load(out, name)
+    return (data or {}).get("source") if data else None
+
+
+def is_complete(out: Path, name: str, sha256: str | None, indices: list[int] | None = None) -> bool:
+    """True when a finished output for this exact source, holding every wanted page, is there."""
+    data = _load(out, name)
+    if data is None:
         return False
     if sha256 and (data.get("source") or {}).get("sha256") != sha256:
         return False
-    return all((pg.get("status") != "failed") for pg in data.get("pages", []))
+    pages = data.get("pages", [])
+    if indices is not None and not set(indices) <= {pg.get("index") for pg in pages}:
+        return False  # converted with another --pages selection
+    return all((pg.get("status") != "failed") for pg in pages)
 
 
 def write_document(
@@ -75,11 +100,12 @@ def write_document(
 
 
 def clean_stale_staging(out: Path) -> None:
-    """Remove staging folders left by an interrupted run."""
+    """Remove staging folders left by an interrupted run (never those of a run still going)."""
     if not out.is_dir():
         return
     for p in out.rglob(".*.partial-*"):
-        if p.is_dir():
+        pid = p.name.rsplit("-", 1)[-1]
+        if p.is_dir() and not (pid.isdigit() and _pid_alive(int(pid))):
             shutil.rmtree(p, ignore_errors=True)
     for p in out.rglob(".*.old-*"):
         if p.is_dir():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import shutil
 import time
 import uuid
@@ -23,8 +24,8 @@ from .engines import Engine, EngineResult, PageInput, create_engine
 from .fallback import with_fallback
 from .ingest.pool import ResilientPool, WorkerCrash, default_workers
 from .ingest.render import Budget, DocumentError, RenderedPage, SourceInfo, forget, open_source, render_page
-from .ingest.sources import SourceFile, expand_inputs, parse_page_ranges
-from .output import clean_stale_staging, is_complete, staging_dir, write_document
+from .ingest.sources import SourceFile, expand_inputs, parse_page_ranges, path_hash
+from .output import clean_stale_staging, existing_source, is_complete, staging_dir, write_document
 from .postprocess import finish_page
 from .profiles import Profile, load_profile
 from .settings import Settings, get_settings
@@ -103,6 +104,7 @@ class Converter:
         prefetch_pages: int | None = None,
         pool: ResilientPool | None = None,
         on_delta: Callable[[str, int, str], Any] | None = None,
+        fallback_engine: Engine | None = None,
         **engine_options: Any,
     ) -> None:
         self.settings = settings or get_settings()
@@ -125,7 +127,10 @@ class Converter:
             self._own_engine = True
         else:
             self.engine, self._own_engine = engine, False
-        self._fallback_engine: Engine | None = None
+        # a shared fallback engine (a service) is used as given and not closed here
+        self._fallback_engine: Engine | None = fallback_engine
+        self._own_fallback = fallback_engine is None
+        self.last_summary: RunSummary | None = None
         # a long-lived service shares one engine and one pool between conversions
         self._own_pool = pool is None
         self.pool = pool or ResilientPool(
@@ -274,39 +279,79 @@ class Converter:
         except Exception as e:  # noqa: BLE001
             return DocResult(name=src.name, path=str(src.path), status="failed", error=f"cannot open: {e!r}")
 
+    async def _preflight(self) -> None:
+        """Fail the run at once, with the reason, when the engine cannot work at all (server down,
+        wrong URL, key refused) — instead of sending every page to the fallback."""
+        pre = getattr(self.engine, "preflight", None)
+        if pre is not None:
+            await pre()
+
+    def _name_for(self, src: SourceFile, info: SourceInfo) -> SourceFile:
+        """A document already in OUT under this name from another file keeps its output: this one
+        gets a short hash of its path (a later run never overwrites an unrelated document)."""
+        if self.output_dir is None:
+            return src
+        prev = existing_source(self.output_dir, src.name)
+        if prev is None or prev.get("sha256") == info.sha256:
+            return src
+        if os.path.abspath(prev.get("path") or "") == os.path.abspath(src.path):
+            return src  # the same file, changed: converted again under its name
+        return SourceFile(path=src.path, name=f"{src.name}-{path_hash(src.path)}")
+
     async def run(self, inputs: list[str | Path] | str | Path) -> RunSummary:
-        """Convert every input; one bad document never stops the others."""
+        """Convert every input; one bad document never stops the others.
+
+        Cancelling the task that runs this (Ctrl-C in the CLI, a timeout in the Python API) stops
+        it cleanly: finished documents are kept, unfinished ones leave nothing behind, and the
+        CancelledError goes on up (`self.last_summary` holds what was done).
+        """
         if isinstance(inputs, (str, Path)):
             inputs = [inputs]
         t0 = time.perf_counter()
         sources = expand_inputs(list(inputs))
+        await self._preflight()
         self._emit("run_start", documents=len(sources))
         if self.output_dir is not None:
             self.output_dir.mkdir(parents=True, exist_ok=True)
             clean_stale_staging(self.output_dir)
         summary = RunSummary()
+        self.last_summary = summary
         slots = asyncio.Semaphore(self.slots_n)
         states: list[_DocState] = []
         tasks: set[asyncio.Task] = set()
+        order: dict[str, int] = {}
+
+        def finish() -> RunSummary:
+            # keep the input order in the summary
+            summary.results.extend(st.result for st in states if st.result is not None)
+            summary.results.sort(key=lambda r: order.get(r.name, 0))
+            summary.elapsed_s = time.perf_counter() - t0
+            self._emit("run_done", summary=summary)
+            return summary
+
         try:
-            for src in sources:
+            for n, src in enumerate(sources):
                 opened = await self._open(src)
+                order[src.name] = n
                 if isinstance(opened, DocResult):
                     summary.results.append(opened)
                     self._emit("doc_done", result=opened)
                     continue
                 info = opened
-                if self.output_dir is not None and not self.force and is_complete(self.output_dir, src.name, info.sha256):
-                    r = DocResult(name=src.name, path=str(src.path), status="skipped", pages=0)
-                    summary.results.append(r)
-                    self._emit("doc_done", result=r)
-                    continue
+                src = self._name_for(src, info)
+                order[src.name] = n
                 indices = list(range(info.page_count))
                 if self.page_filter is not None:
                     indices = [i for i in self.page_filter if i < info.page_count]
                 if not indices:
                     r = DocResult(name=src.name, path=str(src.path), status="failed",
                                   error=f"no pages selected (the document has {info.page_count})")
+                    summary.results.append(r)
+                    self._emit("doc_done", result=r)
+                    continue
+                if (self.output_dir is not None and not self.force
+                        and is_complete(self.output_dir, src.name, info.sha256, indices)):
+                    r = DocResult(name=src.name, path=str(src.path), status="skipped", pages=0)
                     summary.results.append(r)
                     self._emit("doc_done", result=r)
                     continue
@@ -331,23 +376,16 @@ class Converter:
             for st in states:
                 if st.result is None and st.staging is not None:
                     shutil.rmtree(st.staging, ignore_errors=True)
-        finally:
-            pass
-        # keep the input order in the summary
-        by_name = {st.src.name: st.result for st in states if st.result is not None}
-        order = {s.name: i for i, s in enumerate(sources)}
-        summary.results.extend(by_name.values())
-        summary.results.sort(key=lambda r: order.get(r.name, 0))
-        summary.elapsed_s = time.perf_counter() - t0
-        self._emit("run_done", summary=summary)
-        return summary
+            finish()
+            raise
+        return finish()
 
     async def aclose(self) -> None:
         if self._own_pool:
             self.pool.shutdown()
         if self._own_engine:
             await self.engine.aclose()
-        if self._fallback_engine is not None:
+        if self._fallback_engine is not None and self._own_fallback:
             await self._fallback_engine.aclose()
 
     async def __aenter__(self) -> "Converter":
@@ -361,7 +399,7 @@ async def aconvert(paths, *, output_dir: str | Path | None = None, **options: An
     """Convert files/folders/globs; returns the Documents (failed documents are logged and left out)."""
     conv = Converter(output_dir=output_dir, **options)
     try:
-        summary = await conv.run(paths if isinstance(paths, list) else [paths])
+        summary = await conv.run(paths if isinstance(paths, (list, tuple)) else [paths])
     finally:
         await conv.aclose()
     for r in summary.failed:

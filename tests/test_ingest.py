@@ -142,3 +142,23 @@ def test_truncated_jpeg_fails_at_render(tmp_path):
     with pytest.raises(DocumentError, match="corrupt image"):
         open_source(str(p), None, 10**8)
         render_page(str(p), "jpeg", 0, BUDGET, None, 10**8)
+
+
+def test_names_never_share_an_output_folder(tmp_path):
+    """Cleaned names that collide, and a document named like another's folder, are kept apart."""
+    d = tmp_path / "in"
+    (d / "a").mkdir(parents=True)
+    (d / "x").mkdir()
+    for p in ("a.pdf", "a/b.pdf", "x#.pdf", "x_.pdf", "x/images.pdf", "X.pdf"):
+        helpers.blank_pdf(d / p, 1)
+    srcs = expand_inputs([d])
+    names = [s.name for s in srcs]
+    assert len(srcs) == 6 and len({n.casefold() for n in names}) == 6
+    folders = {n.casefold() for n in names}
+    for n in names:  # no output folder lies inside another document's folder
+        parts = n.casefold().split("/")
+        assert not any("/".join(parts[:i]) in folders for i in range(1, len(parts))), names
+    by_path = {s.path.relative_to(d).as_posix(): s.name for s in srcs}
+    assert by_path["a/b.pdf"] == "a/b" and by_path["a.pdf"].startswith("a-")
+    assert by_path["x/images.pdf"] == "x/images"
+    assert by_path["x#.pdf"] != by_path["x_.pdf"]

@@ -260,3 +260,69 @@ async def test_render_stays_a_bounded_distance_ahead(tmp_path, standin):
         await conv.aclose()
     assert summary.results[0].pages == 30
     assert conv.slots_n == 5 and inflight["max"] <= 5
+
+
+def test_unusable_server_fails_the_run_at_once(tmp_path, standin):
+    """A refused key or an unreachable server is an error of the run, not a run of fallbacks."""
+    standin.control(api_key="secret")
+    pdf = helpers.text_pdf(tmp_path / "k.pdf", pages=1)
+    r = _cli("convert", str(pdf), "-o", str(tmp_path / "o"), "--server", standin.url, "--api-key", "wrong", "-q")
+    assert r.returncode == 2 and "401" in r.stderr and "--api-key" in r.stderr
+    assert not (tmp_path / "o" / "k").exists()
+    r = _cli("convert", str(pdf), "-o", str(tmp_path / "o"), "--server", standin.url, "--api-key", "secret", "-q")
+    assert r.returncode == 0, r.stderr
+    r = _cli("convert", str(pdf), "-o", str(tmp_path / "o2"), "--server", "http://127.0.0.1:9", "-q")
+    assert r.returncode == 2 and "cannot reach" in r.stderr
+
+
+def test_rerun_with_more_pages_is_not_skipped(tmp_path, standin):
+    pdf = helpers.text_pdf(tmp_path / "p.pdf", pages=3)
+    out = tmp_path / "out"
+    r = _cli("convert", str(pdf), "-o", str(out), "--server", standin.url, "--pages", "1", "-q")
+    assert r.returncode == 0, r.stderr
+    r = _cli("convert", str(pdf), "-o", str(out), "--server", standin.url, "--json-log")
+    done = [json.loads(ln) for ln in r.stdout.splitlines() if '"doc_done"' in ln]
+    assert done[0]["status"] == "ok" and done[0]["pages"] == 3
+    r = _cli("convert", str(pdf), "-o", str(out), "--server", standin.url, "--pages", "2-3", "--json-log")
+    done = [json.loads(ln) for ln in r.stdout.splitlines() if '"doc_done"' in ln]
+    assert done[0]["status"] == "skipped"  # those pages are there
+
+
+def test_same_name_from_another_file_in_a_later_run_keeps_both(tmp_path, standin):
+    (tmp_path / "d1").mkdir()
+    (tmp_path / "d2").mkdir()
+    a = helpers.text_pdf(tmp_path / "d1" / "report.pdf", pages=1, title="First")
+    b = helpers.text_pdf(tmp_path / "d2" / "report.pdf", pages=1, title="Second")
+    out = tmp_path / "out"
+    assert _cli("convert", str(a), "-o", str(out), "--server", standin.url, "-q").returncode == 0
+    assert _cli("convert", str(b), "-o", str(out), "--server", standin.url, "-q").returncode == 0
+    docs = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+    assert len(docs) == 2 and "report" in docs
+    sources = {json.loads((out / d / f"{d}.json").read_text())["source"]["path"] for d in docs}
+    assert sources == {str(a), str(b)}
+    # the first file again: recognised, skipped
+    r = _cli("convert", str(a), "-o", str(out), "--server", standin.url, "--json-log")
+    assert '"status": "skipped"' in r.stdout
+
+
+async def test_cancelling_the_python_api_raises_and_keeps_nothing_half_written(tmp_path, standin):
+    import asyncio
+
+    standin.control(delay_s=1.0)
+    pdf = helpers.text_pdf(tmp_path / "slow.pdf", pages=4)
+    with pytest.raises(asyncio.TimeoutError):
+        await asyncio.wait_for(ocrserve.aconvert(pdf, output_dir=tmp_path / "o", server=standin.url, engine="openai"), 0.5)
+    assert not [p for p in (tmp_path / "o").iterdir()]  # no document, no staging folder
+
+
+def test_a_running_conversion_keeps_its_staging_folder(tmp_path):
+    """clean_stale_staging removes what dead runs left, never the folder of a live run."""
+    from ocrserve.output import clean_stale_staging, staging_dir
+
+    out = tmp_path / "out"
+    live = staging_dir(out, "doc", "abc")  # this process: alive
+    live.mkdir(parents=True)
+    dead = out / ".other.partial-def-999999999"
+    dead.mkdir()
+    clean_stale_staging(out)
+    assert live.is_dir() and not dead.exists()

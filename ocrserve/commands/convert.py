@@ -86,7 +86,7 @@ def register(app: typer.Typer) -> None:
         inputs: list[str] = typer.Argument(..., help="files, folders (recursive), globs, or - to read paths from stdin"),
         output: Path = typer.Option(Path("ocrserve-out"), "--output", "-o", help="output folder"),
         engine: Optional[str] = typer.Option(None, "--engine", "-e", help="lite (default without a server), openai, hf"),
-        model: str = typer.Option("chandra-1", "--model", "-m", help="model profile: chandra-1, chandra-2 or a profile file"),
+        model: Optional[str] = typer.Option(None, "--model", "-m", help="model profile: chandra-1 (default, or OCRSERVE_MODEL), chandra-2 or a profile file"),
         server: Optional[str] = typer.Option(None, "--server", help="OpenAI-compatible server URL (vLLM), implies --engine openai"),
         api_key: Optional[str] = typer.Option(None, "--api-key", envvar="OCRSERVE_API_KEY", help="API key for the server"),
         served_model: Optional[str] = typer.Option(None, "--served-model", help="model name on the server (default: asked)"),
@@ -112,7 +112,7 @@ def register(app: typer.Typer) -> None:
         """Convert documents to Markdown, HTML and JSON (+ figure crops) under OUTPUT/<name>/."""
         from ..engines import EngineError
         from ..ingest.sources import InputError
-        from ..pipeline import Converter
+        from ..pipeline import Converter, RunSummary
 
         if server and engine is None:
             engine = "openai"
@@ -140,6 +140,8 @@ def register(app: typer.Typer) -> None:
                     pass
             try:
                 return await conv.run(inputs)
+            except asyncio.CancelledError:  # Ctrl-C / SIGTERM: what finished is kept
+                return conv.last_summary or RunSummary(interrupted=True)
             finally:
                 await conv.aclose()
 

@@ -232,6 +232,37 @@ class OpenAIEngine:
             return False
         return r.status_code == 200
 
+    async def preflight(self, attempts: int = 3) -> None:
+        """Raise EngineError with the reason when the server cannot be used at all: unreachable,
+        not an OpenAI-compatible server, the API key refused, or no such served model."""
+        last = ""
+        for n in range(attempts):
+            try:
+                r = await self._ensure_loop().get("/models", timeout=min(30.0, self.timeout))
+            except httpx.HTTPError as e:
+                last = f"cannot reach {self.base_url}: {type(e).__name__}: {e or 'connection failed'}"
+                await asyncio.sleep(min(4.0, 0.5 * 2 ** n))
+                continue
+            if r.status_code in (401, 403):
+                raise EngineError(f"{self.base_url} refused the request (HTTP {r.status_code}): check --api-key")
+            if r.status_code >= 500 or r.status_code in _RETRYABLE_STATUS:
+                last = f"{self.base_url}/models answered HTTP {r.status_code}"
+                await asyncio.sleep(min(4.0, 0.5 * 2 ** n))
+                continue
+            if r.status_code != 200:
+                raise EngineError(f"{self.base_url}/models answered HTTP {r.status_code}: is this an OpenAI-compatible "
+                                  f"server (vLLM)? {_error_message(r)}")
+            try:
+                ids = [m.get("id") for m in r.json().get("data", [])]
+            except (ValueError, AttributeError):
+                raise EngineError(f"{self.base_url}/models did not answer JSON: not an OpenAI-compatible server") from None
+            if self.served_model and self.served_model not in ids:
+                raise EngineError(f"{self.base_url} serves {ids}, not {self.served_model!r} (--served-model)")
+            if not ids:
+                raise EngineError(f"{self.base_url} serves no model")
+            return
+        raise EngineError(last or f"cannot reach {self.base_url}")
+
     async def _model(self) -> str:
         if self.served_model:
             return self.served_model
@@ -530,6 +561,13 @@ class MultiServerEngine:
     async def check(self) -> bool:
         results = await asyncio.gather(*(e.check() for e in self.engines), return_exceptions=True)
         return any(r is True for r in results)
+
+    async def preflight(self) -> None:
+        """Every replica must answer: a dead one would take its share of the pages to the fallback."""
+        results = await asyncio.gather(*(e.preflight() for e in self.engines), return_exceptions=True)
+        errors = [str(r) for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise EngineError("; ".join(errors))
 
     async def aclose(self) -> None:
         await asyncio.gather(*(e.aclose() for e in self.engines), return_exceptions=True)

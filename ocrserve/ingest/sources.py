@@ -92,17 +92,26 @@ def expand_inputs(inputs: list[str | Path], stdin=None) -> list[SourceFile]:
             continue
         seen[key] = None
         unique.append((f, stem))
+    # names that would share an output folder get a short hash of their path: the same cleaned,
+    # case-folded name twice, or a name that is a folder of another (a.pdf beside a/b.pdf: OUT/a/
+    # must not hold OUT/a/b/; x.pdf beside x/images.pdf: OUT/x/images/ is x's figures)
+    names = [_safe_name(stem) for _, stem in unique]
+    keys = [n.casefold() for n in names]
     counts: dict[str, int] = {}
-    for _, stem in unique:
-        counts[stem.lower()] = counts.get(stem.lower(), 0) + 1
+    for k in keys:
+        counts[k] = counts.get(k, 0) + 1
+    parents = {"/".join(k.split("/")[:i]) for k in keys for i in range(1, k.count("/") + 1)}
     out = []
-    for f, stem in unique:
-        name = _safe_name(stem)
-        if counts[stem.lower()] > 1:
-            h = hashlib.sha1(str(f.resolve() if f.exists() else f.absolute()).encode()).hexdigest()[:8]
-            name = f"{name}-{h}"
+    for (f, _), name, k in zip(unique, names, keys):
+        if counts[k] > 1 or k in parents:
+            name = f"{name}-{path_hash(f)}"
         out.append(SourceFile(path=f, name=name))
     return out
+
+
+def path_hash(f: Path) -> str:
+    """Short, stable hash of a file's absolute path (disambiguates output names)."""
+    return hashlib.sha1(str(f.resolve() if f.exists() else f.absolute()).encode()).hexdigest()[:8]
 
 
 def _safe_name(stem: str) -> str:
