@@ -79,3 +79,21 @@ def test_workers_die_with_a_killed_parent():
     finally:
         if p.poll() is None:
             p.kill()
+
+
+def _crash_if_marked(x: int) -> int:
+    if x == 3:
+        os._exit(1)
+    time.sleep(0.05)
+    return x
+
+
+async def test_a_crash_never_fails_innocent_tasks_in_flight():
+    """Every task in flight when the pool breaks is retried alone: only the crashing one fails."""
+    pool = ResilientPool(2)
+    try:
+        results = await asyncio.gather(*(pool.run(_crash_if_marked, i) for i in range(12)), return_exceptions=True)
+    finally:
+        pool.shutdown()
+    assert [i for i, r in enumerate(results) if isinstance(r, Exception)] == [3]
+    assert [r for r in results if not isinstance(r, Exception)] == [i for i in range(12) if i != 3]

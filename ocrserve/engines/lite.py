@@ -6,7 +6,7 @@ layout-block form, boxes in the profile's scale and format, so parsing and rende
 with the model engines. Also the fallback for pages a model engine gives up on (`lite_raw_for`).
 
 pypdfium2 is not thread-safe and OCR is CPU-bound: pages go to a bounded pool of worker processes
-(spawn), each with its own pdfium state and one RapidOCR instance created on first use.
+(fork on Linux, else the platform's default), each with its own pdfium state and one RapidOCR instance created on first use.
 """
 
 from __future__ import annotations
@@ -266,9 +266,14 @@ class LiteEngine:
         with self._lock:
             if self._pool is None:
                 threads = max(1, (os.cpu_count() or 1) // self.workers)
+                from ..ingest.pool import _worker_init as _guard, default_start_method
+
+                # fork on Linux like the render pool: a user's script needs no __main__ guard (the
+                # parent never loads RapidOCR; each worker loads its own); workers die with the parent
+                start = getattr(self.settings, "mp_start", None) or default_start_method()
                 self._pool = cf.ProcessPoolExecutor(
-                    max_workers=self.workers, mp_context=mp.get_context("spawn"),
-                    initializer=_worker_init, initargs=(threads, self.warm),
+                    max_workers=self.workers, mp_context=mp.get_context(start),
+                    initializer=_guard, initargs=(_worker_init, (threads, self.warm)),
                 )
             return self._pool
 

@@ -70,6 +70,7 @@ class ResilientPool:
         self._pool: ProcessPoolExecutor | None = None
         self._generation = 0
         self._lock = asyncio.Lock()
+        self._solo = asyncio.Semaphore(max(1, workers))
 
     def _ensure(self) -> ProcessPoolExecutor:
         if self._pool is None:
@@ -80,24 +81,32 @@ class ResilientPool:
         return self._pool
 
     async def run(self, fn, *args, **kwargs):
+        """Run fn in a worker. If a worker dies (this task's or another's: the whole pool breaks),
+        the task is tried again alone in a fresh process, so only a task that crashes by itself
+        fails, with WorkerCrash."""
         loop = asyncio.get_running_loop()
         if kwargs:
             fn = partial(fn, **kwargs)
-        for attempt in (1, 2):
-            gen = self._generation
+        gen = self._generation
+        try:
+            return await loop.run_in_executor(self._ensure(), fn, *args)
+        except BrokenProcessPool:
+            async with self._lock:
+                if gen == self._generation:  # first to notice: rebuild the shared pool
+                    log.warning("a worker process died; restarting the pool")
+                    old, self._pool = self._pool, None
+                    self._generation += 1
+                    if old is not None:
+                        old.shutdown(wait=False, cancel_futures=True)
+        async with self._solo:  # at most `workers` lone retries at a time
+            solo = ProcessPoolExecutor(max_workers=1, mp_context=self._ctx, initializer=_worker_init,
+                                       initargs=(self._initializer, self._initargs))
             try:
-                return await loop.run_in_executor(self._ensure(), fn, *args)
+                return await loop.run_in_executor(solo, fn, *args)
             except BrokenProcessPool:
-                async with self._lock:
-                    if gen == self._generation:  # first to notice: rebuild
-                        log.warning("a render worker died; restarting the pool")
-                        old, self._pool = self._pool, None
-                        self._generation += 1
-                        if old is not None:
-                            old.shutdown(wait=False, cancel_futures=True)
-                if attempt == 2:
-                    raise WorkerCrash("the worker process crashed on this document (twice)") from None
-        raise AssertionError("unreachable")
+                raise WorkerCrash("the worker process crashed on this document (twice)") from None
+            finally:
+                solo.shutdown(wait=False)
 
     def shutdown(self) -> None:
         if self._pool is not None:

@@ -141,6 +141,7 @@ def _open_image(path: str, max_pixels: int) -> Image.Image:
         raise DocumentError(f"unreadable image ({e})") from None
     w, h = img.size
     if w * h > max_pixels:
+        img.close()
         raise DocumentError(
             f"image too large: {w}x{h} = {w * h / 1e6:.0f} MP exceeds the {max_pixels / 1e6:.0f} MP "
             "decompression-bomb limit (OCRSERVE_MAX_IMAGE_PIXELS)"
@@ -174,6 +175,8 @@ def open_source(path: str, password: str | None, max_image_pixels: int) -> Sourc
             img.verify() if kind != "tiff" else None
         except Exception as e:  # noqa: BLE001
             raise DocumentError(f"corrupt image ({e})") from None
+        finally:
+            img.close()
     return SourceInfo(type=kind, page_count=n, sha256=h.hexdigest())
 
 

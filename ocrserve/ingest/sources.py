@@ -120,6 +120,9 @@ def _safe_name(stem: str) -> str:
     return "/".join(clean) or "document"
 
 
+MAX_PAGE_RANGE = 1_000_000  # a page range wider than this is a typo, not a document
+
+
 def parse_page_ranges(spec: str | None) -> list[int] | None:
     """'1-5,9' -> [0,1,2,3,4,8] (0-based, sorted, unique). None/'' -> all pages."""
     if spec is None or not str(spec).strip():
@@ -135,6 +138,8 @@ def parse_page_ranges(spec: str | None) -> list[int] | None:
                 lo, hi = int(a), int(b)
                 if lo < 1 or hi < lo:
                     raise ValueError
+                if hi - lo > MAX_PAGE_RANGE:
+                    raise InputError(f"--pages {spec!r}: {part!r} spans more than {MAX_PAGE_RANGE:,} pages")
                 pages.update(range(lo - 1, hi))
             else:
                 n = int(part)
