@@ -436,9 +436,17 @@ def test_convert_status_header_ok_and_failed(api: ApiProcess, standin: StandIn, 
     with open(docs["pdf1"], "rb") as f:
         r = c.post("/v1/convert", params={"format": "md"}, files={"file": ("one.pdf", f)})
     assert r.status_code == 200 and r.headers["x-ocr-status"] == "failed"
-    op = c.get("/openapi.json").json()["paths"]["/v1/convert"]["post"]
+    with open(docs["png"], "rb") as f:  # a job's result says the same (a page not asked for yet: refused too)
+        job_id = c.post("/v1/jobs", files={"file": ("scan.png", f)}).json()["id"]
+    assert _wait_job(c, job_id)["pages_failed"] == 1
+    for fmt in ("json", "md", "html"):
+        r = c.get(f"/v1/jobs/{job_id}/result", params={"format": fmt})
+        assert r.status_code == 200 and r.headers["x-ocr-status"] == "failed", (fmt, r.status_code)
+    paths = c.get("/openapi.json").json()["paths"]
+    op = paths["/v1/convert"]["post"]
     header = op["responses"]["200"]["headers"]["X-OCR-Status"]
     assert header["schema"]["enum"] == ["ok", "fallback", "failed"] and "X-OCR-Status" in op["description"]
+    assert paths["/v1/jobs/{job_id}/result"]["get"]["responses"]["200"]["headers"]["X-OCR-Status"] == header
 
 
 # ------------------------------------------------------------------------------------------ jobs
@@ -469,11 +477,14 @@ def test_jobs_lifecycle(api: ApiProcess, standin: StandIn, docs) -> None:  # noq
     assert c.get(f"/v1/jobs/{job_id}", headers=H(KEYS[1])).status_code == 404  # another key's job
     j = _wait_job(c, job_id)
     assert j["status"] == "done" and j["progress"] == {"pages_done": 3, "pages_total": 3} and j["pages_failed"] == 0
-    doc = c.get(f"/v1/jobs/{job_id}/result").json()
+    res = c.get(f"/v1/jobs/{job_id}/result")
+    doc = res.json()
     assert [p["index"] for p in doc["pages"]] == [0, 1, 2] and all(p["status"] == "ok" for p in doc["pages"])
+    assert res.headers["x-ocr-status"] == "ok"
     md = c.get(f"/v1/jobs/{job_id}/result", params={"format": "md"})
-    assert md.status_code == 200 and md.text.count("# Page ") == 3
-    assert "data-label" in c.get(f"/v1/jobs/{job_id}/result", params={"format": "html"}).text
+    assert md.status_code == 200 and md.text.count("# Page ") == 3 and md.headers["x-ocr-status"] == "ok"
+    html = c.get(f"/v1/jobs/{job_id}/result", params={"format": "html"})
+    assert "data-label" in html.text and html.headers["x-ocr-status"] == "ok"
     assert c.delete(f"/v1/jobs/{job_id}", headers=H(KEYS[1])).status_code == 404
     assert c.delete(f"/v1/jobs/{job_id}").json() == {"id": job_id, "deleted": True}
     assert c.get(f"/v1/jobs/{job_id}").status_code == 404

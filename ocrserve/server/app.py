@@ -20,8 +20,9 @@ import logging
 import shutil
 import uuid
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Awaitable, Callable, Literal
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
@@ -111,13 +112,15 @@ async def _read_upload(request: Request, dest_dir: Path, limit: int) -> tuple[Pa
             raise
         except Exception as e:  # malformed multipart
             raise HTTPException(400, f"cannot read the multipart body: {e}") from None
-        up = form.get("file")
-        if not isinstance(up, UploadFile):
-            raise HTTPException(400, "send the document as a multipart file field named 'file'")
-        name = safe_filename(up.filename)
-        path = dest_dir / name
-        size = await asyncio.to_thread(_copy, up.file, path)
-        await up.close()
+        try:  # the form's spooled files are closed whatever happens (a large part is a temp file on disk)
+            up = form.get("file")
+            if not isinstance(up, UploadFile):
+                raise HTTPException(400, "send the document as a multipart file field named 'file'")
+            name = safe_filename(up.filename)
+            path = dest_dir / name
+            size = await asyncio.to_thread(_copy, up.file, path)
+        finally:
+            await form.close()
     elif ctype == "application/json":
         try:
             body = JSONUpload.model_validate_json(await request.body())
@@ -150,6 +153,90 @@ def _copy(src, path: Path) -> int:
 
 def _sse(kind: str, data: Any) -> bytes:
     return f"event: {kind}\ndata: {json.dumps(data, separators=(',', ':'))}\n\n".encode()
+
+
+class _Hold:
+    """What one /v1/convert request holds: a concurrency slot of its key and its upload folder.
+
+    Given back exactly once, synchronously (no await: it must run even under a cancellation).
+    """
+
+    def __init__(self, limiter: KeyLimiter, who: str, work: Path) -> None:
+        self.limiter, self.who, self.work = limiter, who, work
+        self.held = True
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            self.limiter.release(self.who)
+            shutil.rmtree(self.work, ignore_errors=True)
+
+    def release_cb(self, _task: asyncio.Task) -> None:
+        self.release()
+
+
+async def _wait_disconnect(request: Request) -> None:
+    """Returns when the client has gone away (the body is read already: the next message is the disconnect)."""
+    try:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+    except Exception:  # noqa: BLE001 - a receive that fails means the connection is gone too
+        return
+
+
+async def _done_unless_gone(task: asyncio.Task, request: Request) -> bool:
+    """Wait for task; False (task left running, for the caller to cancel) when the client goes away first."""
+    gone = asyncio.create_task(_wait_disconnect(request))
+    try:
+        await asyncio.wait((task, gone), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    return task.done()
+
+
+class _EventStream(StreamingResponse):
+    """The SSE answer of one conversion, which runs in its own task while the response is sent.
+
+    However the response ends (the conversion done, the client gone, the server stopping) the task is
+    cancelled, and the hold is given back when the task has stopped: no await stands between a
+    cancellation and that (Starlette cancels the response on disconnect, and would cancel such an await too).
+    """
+
+    def __init__(self, run: Callable[[Callable[[str, Any], None]], Awaitable[None]], hold: _Hold) -> None:
+        self._run, self._hold = run, hold
+        self._queue: asyncio.Queue = asyncio.Queue()
+        super().__init__(self._events(), media_type="text/event-stream",
+                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    def _sink(self, kind: str, data: Any) -> None:
+        self._queue.put_nowait((kind, data))
+
+    async def _convert(self) -> None:
+        try:
+            await self._run(self._sink)
+        finally:
+            self._queue.put_nowait(None)
+
+    async def _events(self):
+        yield b": ocrserve\n\n"
+        while True:
+            try:
+                item = await asyncio.wait_for(self._queue.get(), timeout=15)
+            except TimeoutError:
+                yield b": ping\n\n"
+                continue
+            if item is None:
+                return
+            yield _sse(*item)
+
+    async def __call__(self, scope, receive, send) -> None:
+        task = asyncio.create_task(self._convert())
+        task.add_done_callback(self._hold.release_cb)
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if not task.done():
+                task.cancel()
 
 
 def create_app(settings: Settings | None = None, engine: Engine | str | None = None) -> FastAPI:
@@ -243,71 +330,50 @@ def create_app(settings: Settings | None = None, engine: Engine | str | None = N
                       stream: bool = Query(False, description="answer with Server-Sent Events")):
         svc = service()
         limiter.acquire(who)
-        work = uploads / uuid.uuid4().hex
+        hold = _Hold(limiter, who, uploads / uuid.uuid4().hex)
+        task: asyncio.Task | None = None
         handed_off = False
         try:
-            path, name = await _read_upload(request, work, settings.max_upload_bytes)
+            path, name = await _read_upload(request, hold.work, settings.max_upload_bytes)
             checked = await svc.inspect(path, name, pages)
             if stream:
                 handed_off = True
-                return StreamingResponse(
-                    _stream(svc, checked, format, lambda: (limiter.release(who), shutil.rmtree(work, True))),
-                    media_type="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-                )
-            result, _, _ = await svc.convert(checked)
+                return _EventStream(partial(_stream_events, svc, checked, format), hold)
+            task = asyncio.create_task(svc.convert(checked))
+            task.add_done_callback(hold.release_cb)  # the slot is the work's: back once the work has stopped
+            if not await _done_unless_gone(task, request):
+                log.info("client went away: conversion of %s stopped", name)
+                return Response(status_code=499)  # nobody reads it; uvicorn drops it
+            result, _, _ = task.result()
             if result.document is None:
                 raise HTTPException(422, f"{name}: {result.error}")
             resp = _render(result.document, format, settings.keep_headers_footers)
             resp.headers[STATUS_HEADER] = result.document.status
             return resp
         finally:
-            if not handed_off:
-                limiter.release(who)
-                shutil.rmtree(work, ignore_errors=True)
+            if task is not None and not task.done():
+                task.cancel()  # no await here: this may run under a cancellation (released by the callback)
+            elif not handed_off:
+                hold.release()
 
-    async def _stream(svc: Service, checked: Checked, fmt: str, cleanup):
-        queue: asyncio.Queue = asyncio.Queue()
-
-        def sink(kind: str, data: dict) -> None:
-            queue.put_nowait((kind, data))
-
-        async def run() -> None:
-            try:
-                result, interrupted, _ = await svc.convert(checked, sink=sink, stream=True)
-                if result.document is not None:
-                    doc = result.document
-                    payload: dict[str, Any] = {"status": result.status, "document": json.loads(render_json(doc))}
-                    if fmt == "md":
-                        payload["markdown"] = render_markdown(doc, keep_headers_footers=settings.keep_headers_footers)
-                    elif fmt == "html":
-                        payload["html"] = render_html(doc)
-                    sink("done", payload)
-                elif not interrupted:
-                    sink("error", {"error": f"{checked.filename}: {result.error}"})
-            except Exception as e:  # noqa: BLE001 - reported to the client as an event
-                log.exception("streaming conversion of %s", checked.filename)
-                metrics.failures.labels(kind="internal").inc()
-                sink("error", {"error": f"internal error: {e!r}"})
-            finally:
-                queue.put_nowait(None)
-
-        task = asyncio.create_task(run())
+    async def _stream_events(svc: Service, checked: Checked, fmt: str, sink: Callable[[str, Any], None]) -> None:
+        """One streamed conversion: its events into sink, then `done` (or `error`)."""
         try:
-            yield b": ocrserve\n\n"
-            while True:
-                try:
-                    item = await asyncio.wait_for(queue.get(), timeout=15)
-                except TimeoutError:
-                    yield b": ping\n\n"
-                    continue
-                if item is None:
-                    break
-                yield _sse(*item)
-        finally:
-            if not task.done():
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
-            cleanup()
+            result, interrupted, _ = await svc.convert(checked, sink=sink, stream=True)
+            if result.document is not None:
+                doc = result.document
+                payload: dict[str, Any] = {"status": result.status, "document": json.loads(render_json(doc))}
+                if fmt == "md":
+                    payload["markdown"] = render_markdown(doc, keep_headers_footers=settings.keep_headers_footers)
+                elif fmt == "html":
+                    payload["html"] = render_html(doc)
+                sink("done", payload)
+            elif not interrupted:
+                sink("error", {"error": f"{checked.filename}: {result.error}"})
+        except Exception as e:  # noqa: BLE001 - reported to the client as an event
+            log.exception("streaming conversion of %s", checked.filename)
+            metrics.failures.labels(kind="internal").inc()
+            sink("error", {"error": f"internal error: {e!r}"})
 
     # ------------------------------------------------------------------ jobs
     def _view(job: Job) -> dict:
@@ -350,7 +416,9 @@ def create_app(settings: Settings | None = None, engine: Engine | str | None = N
     async def job_status(job_id: str, who: str = Depends(auth)):
         return _view(_owned(job_id, who))
 
-    @app.get("/v1/jobs/{job_id}/result", tags=["jobs"], response_class=Response)
+    @app.get("/v1/jobs/{job_id}/result", tags=["jobs"], response_class=Response,
+             responses={200: {"description": "Document JSON, Markdown or HTML",
+                              "headers": {STATUS_HEADER: _STATUS_HEADER_DOC}}})
     async def job_result(job_id: str, who: str = Depends(auth), format: Format = Query("json")):
         job = _owned(job_id, who)
         if job.status == "failed":
@@ -358,9 +426,11 @@ def create_app(settings: Settings | None = None, engine: Engine | str | None = N
         if job.status != "done":
             raise HTTPException(409, f"job {job_id} is {job.status} ({job.pages_done}/{job.pages_total} pages)")
         text = await asyncio.to_thread(store.result_path(job_id).read_text, encoding="utf-8")
-        if format == "json":
-            return Response(text, media_type="application/json")
-        return _render(Document.model_validate_json(text), format, settings.keep_headers_footers)
+        doc = Document.model_validate_json(text)
+        resp = Response(text, media_type="application/json") if format == "json" else \
+            _render(doc, format, settings.keep_headers_footers)
+        resp.headers[STATUS_HEADER] = doc.status
+        return resp
 
     @app.delete("/v1/jobs/{job_id}", tags=["jobs"])
     async def job_delete(job_id: str, who: str = Depends(auth)):
