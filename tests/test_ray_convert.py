@@ -72,11 +72,50 @@ class KillingEngine(StubEngine):
 # ---------------------------------------------------------------------------------- fixtures
 
 
+# Installed in every Ray worker process and every child they start (a sitecustomize on their
+# PYTHONPATH): while the marker file lists "render:NAME" / "open:NAME", rendering / opening the file
+# NAME kills the process (os._exit), as a file that crashes pdfium does. Each kill is logged.
+CRASH_HOOK = """
+import os
+
+_marker = os.environ.get("OCRSERVE_TEST_CRASH_MARKER")
+if _marker:
+    import ocrserve.ingest.render as _render
+
+    def _hooked(stage, fn):
+        def wrapper(path, *args, **kwargs):
+            try:
+                with open(_marker) as f:
+                    wanted = f.read().split()
+            except FileNotFoundError:
+                wanted = []
+            if f"{stage}:{os.path.basename(path)}" in wanted:
+                with open(_marker + ".log", "a") as f:
+                    f.write(f"{stage}:{os.path.basename(path)}:{os.getpid()}\\n")
+                os._exit(1)
+            return fn(path, *args, **kwargs)
+
+        wrapper.__module__, wrapper.__name__, wrapper.__qualname__ = fn.__module__, fn.__name__, fn.__qualname__
+        return wrapper
+
+    _render.render_page = _hooked("render", _render.render_page)
+    _render.open_source = _hooked("open", _render.open_source)
+"""
+
+
 @pytest.fixture(scope="module")
-def ray_local():
+def crash_marker(tmp_path_factory) -> Path:
+    hook = tmp_path_factory.mktemp("ray-hook")
+    (hook / "sitecustomize.py").write_text(CRASH_HOOK)
+    return hook / "crash-marker"
+
+
+@pytest.fixture(scope="module")
+def ray_local(crash_marker):
     if ray.is_initialized():
         ray.shutdown()
-    env = {"PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), "RAY_DEDUP_LOGS": "0"}
+    path = os.pathsep.join([str(ROOT), str(crash_marker.parent), os.environ.get("PYTHONPATH", "")])
+    env = {"PYTHONPATH": path, "RAY_DEDUP_LOGS": "0", "OCRSERVE_TEST_CRASH_MARKER": str(crash_marker)}
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
              runtime_env={"env_vars": env}, object_store_memory=200 * 1024 * 1024)
     yield ray
@@ -177,6 +216,39 @@ def test_killed_engine_worker_pages_are_redone(ray_local, docs, local_stub, tmp_
     assert all(int(p.read_text()) != os.getpid() for p in markers.iterdir())
     assert dist.counts() == {"ok": 5, "failed": 1} and dist.pages == 8
     assert_same_outputs(local_files, tree(tmp_path / "ray"))
+
+
+def test_a_file_that_crashes_the_renderer_fails_alone(ray_local, docs, local_stub, crash_marker, tmp_path):
+    """Rendering crashy.pdf (2 pages, mixed into blocks with other documents' pages) and opening
+    crashopen.pdf kill the process every time. The run completes: those two documents fail with the
+    crash as their reason (as in a local run), every other document gets the same files as before."""
+    _, local_files = local_stub
+    extra = tmp_path / "extra"
+    extra.mkdir()
+    text_pdf(extra / "crashy.pdf", pages=2, title="Crashy")
+    text_pdf(extra / "crashopen.pdf", pages=1, title="Crash on open")
+    crash_marker.write_text("render:crashy.pdf open:crashopen.pdf")
+    try:
+        dist = run_ray([docs, extra], tmp_path / "ray", StubEngine)
+    finally:
+        crash_marker.unlink()
+    kills = Path(str(crash_marker) + ".log").read_text().split()
+    Path(str(crash_marker) + ".log").unlink()
+    assert {k.rsplit(":", 1)[0] for k in kills} == {"render:crashy.pdf", "open:crashopen.pdf"}  # the crashes happened
+    assert all(int(k.rsplit(":", 1)[1]) != os.getpid() for k in kills)
+
+    by = {r.name: r for r in dist.results}
+    assert {n: r.status for n, r in by.items()} == {
+        "broken": "failed", "crashopen": "failed", "crashy": "failed",
+        "memo": "ok", "photo": "ok", "report": "ok", "scan": "ok", "sub/letter": "ok"}
+    assert by["crashopen"].error == "the worker process crashed on this document (twice)"
+    assert by["crashy"].pages == 2 and by["crashy"].pages_failed == 2
+    assert by["crashy"].error.split("; ") == [
+        f"page {i}: render: the worker process crashed on this document (twice)" for i in (1, 2)]
+    files = tree(tmp_path / "ray")
+    crashy = json.loads(files.pop("crashy/crashy.json"))
+    assert [p["status"] for p in crashy["pages"]] == ["failed"] * 2
+    assert_same_outputs(local_files, {k: v for k, v in files.items() if not k.startswith("crashy/")})
 
 
 def test_resume_and_fsspec_output(ray_local, docs, local_stub):

@@ -208,3 +208,59 @@ def test_fsspec_target_writes_json_last_and_replaces_old_output():
 def test_normalize_target(given, expected):
     assert normalize_target(given) == expected
     assert normalize_target(Path(expected)) == expected  # what a typer Path option makes of a URL
+
+
+# ------------------------------------------------------------------------------ render isolation
+
+
+def test_isolated_calls_survive_a_crashing_child_and_fail_alone():
+    """A call that kills the child is retried once in a fresh child, then fails with the local
+    pipeline's reason; the next call gets a new child and works; the child runs in another process."""
+    import os
+
+    from ocrserve.distributed.isolate import CRASH_MESSAGE, IsolatedCalls
+    from ocrserve.ingest.pool import WorkerCrash
+
+    calls = IsolatedCalls()
+    try:
+        first = calls.call(os.getpid)
+        assert first != os.getpid() and calls.call(os.getpid) == first  # one child, kept between calls
+        with pytest.raises(WorkerCrash, match="crashed on this document") as info:
+            calls.call(os._exit, 1)
+        assert str(info.value) == CRASH_MESSAGE
+        assert calls.call(abs, -3) == 3 and calls.call(os.getpid) not in (first, os.getpid())
+    finally:
+        calls.close()
+
+
+def test_isolated_child_exits_with_its_owner(tmp_path):
+    """The render child does not outlive the (Ray worker) process that started it."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    script = (
+        "import os, sys\n"
+        "from ocrserve.distributed.isolate import IsolatedCalls\n"
+        "print(IsolatedCalls().call(os.getpid), flush=True)\n"
+        "os._exit(0)\n"  # the owner dies without closing anything, as a killed worker does
+    )
+    log = tmp_path / "out.txt"
+    with open(log, "w") as f:  # a file, not a pipe: a lingering child must not block the run
+        out = subprocess.run([sys.executable, "-c", script], stdout=f, stderr=subprocess.STDOUT, timeout=60,
+                             cwd=Path(__file__).resolve().parent.parent)
+    assert out.returncode == 0, log.read_text()
+    child = int(log.read_text().split()[0])
+
+    def alive(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().split(") ")[1][0] != "Z"
+        except FileNotFoundError:
+            return False
+
+    deadline = time.monotonic() + 20
+    while alive(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(child), f"render child {child} outlived its owner"

@@ -9,7 +9,8 @@ Ray does all the distribution: Ray Data streams the rows with backpressure, retr
 a dead worker (`task_retries`) and restarts a dead engine actor and reruns its batch
 (max_restarts / max_task_retries = -1), so the pages of a killed worker are redone. The driver
 keeps a page once (by document and index), and a document whose pages did not all come back is
-reported failed, never written as complete. Resumable like the local run: documents whose output
+reported failed, never written as complete. pdfium runs in a child process of each worker
+(isolate.py), so a file that crashes it fails alone instead of killing the task and its block. Resumable like the local run: documents whose output
 is complete for the same source hash are skipped (rerun with force=True to redo them).
 """
 

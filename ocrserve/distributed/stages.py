@@ -9,6 +9,10 @@ and the driver assembles documents from the finished rows (ray_convert.py).
 Every row carries every column (same types throughout: "" / 0 / -1 for "none"), so blocks from
 different stages and documents always share one Arrow schema. The per-page logic mirrors the local
 pipeline (pipeline.Converter._page / _ocr) so both produce the same files.
+
+Opening and rendering run in a child process of the Ray worker (isolate.py): a file that crashes
+pdfium fails alone, with the local pipeline's reason, and never takes the task (and the other
+documents' pages in its block) down with it.
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ from typing import Any, Callable
 from ..document import Page, PageTimings
 from ..fallback import with_fallback
 from ..engines import Engine, EngineResult, PageInput, create_engine
+from ..ingest.pool import WorkerCrash
 from ..ingest.render import Budget, DocumentError, open_source, render_page
 from ..postprocess import finish_page
 from ..profiles import Profile, load_profile
 from ..settings import Settings
+from .isolate import isolated, quiet_dead_resource_tracker
 
 log = logging.getLogger(__name__)
 
@@ -75,8 +81,8 @@ def open_doc(doc: dict[str, Any], cfg: StageConfig) -> list[dict[str, Any]]:
     """A document row -> its page rows; one skipped or failed row when there is nothing to convert."""
     base = {"name": doc["name"], "path": doc["path"], "abspath": doc["abspath"]}
     try:
-        info = open_source(doc["abspath"], cfg.password, cfg.max_image_pixels)
-    except DocumentError as e:
+        info = isolated(open_source, doc["abspath"], cfg.password, cfg.max_image_pixels)
+    except (DocumentError, WorkerCrash) as e:
         return [make_row(kind="failed", error=str(e), **base)]
     except Exception as e:  # noqa: BLE001 - one bad document never stops the others
         return [make_row(kind="failed", error=f"cannot open: {e!r}", **base)]
@@ -98,8 +104,9 @@ def render_row(row: dict[str, Any], cfg: StageConfig) -> dict[str, Any]:
     if row["kind"] != "page":
         return row
     try:
-        rp = render_page(row["abspath"], row["type"], row["index"], cfg.budget, cfg.password, cfg.max_image_pixels)
-    except DocumentError as e:
+        rp = isolated(render_page, row["abspath"], row["type"], row["index"], cfg.budget, cfg.password,
+                      cfg.max_image_pixels)
+    except (DocumentError, WorkerCrash) as e:
         return _failed_render(row, f"render: {e}")
     except Exception as e:  # noqa: BLE001
         return _failed_render(row, f"render: {e!r}")
@@ -169,6 +176,34 @@ class EngineStage:
         self.engine = spec.build(self.profile)
         self._fallback_engine: Engine | None = None
         self._sem = asyncio.Semaphore(max(1, int(self.engine.capacity())))
+        self._loop: Any = None  # the event loop Ray Data runs __call__ on (engines' clients live there)
+
+    def __del__(self) -> None:
+        # Ray Data drops the UDF when the actor exits gracefully (MapWorker.__ray_shutdown__), before
+        # Ray kills the actor's child processes: close the engines now, so their worker pools and
+        # clients shut down cleanly (no leaked semaphores or resource_tracker warnings).
+        self.close()
+
+    def close(self, timeout: float = 60.0) -> None:
+        """Close the engine and the fallback engine (aclose); idempotent, never raises."""
+        import asyncio
+        import threading
+
+        engines = [e for e in (getattr(self, "engine", None), getattr(self, "_fallback_engine", None)) if e is not None]
+        if engines:
+            quiet_dead_resource_tracker()
+        self.engine = self._fallback_engine = None  # type: ignore[assignment]
+        loop = getattr(self, "_loop", None)
+        for eng in engines:
+            try:
+                if loop is not None and loop.is_running() and not _on_loop(loop):
+                    asyncio.run_coroutine_threadsafe(eng.aclose(), loop).result(timeout)
+                else:  # no loop to use (never called, or called from it): a fresh one in a thread
+                    t = threading.Thread(target=lambda e=eng: asyncio.run(e.aclose()), daemon=True)
+                    t.start()
+                    t.join(timeout)
+            except Exception:  # noqa: BLE001 - shutting down: log and go on
+                log.warning("closing engine %s failed", getattr(eng, "name", eng), exc_info=True)
 
     async def _fallback(self) -> Engine:
         if self._fallback_engine is None:
@@ -214,6 +249,7 @@ class EngineStage:
 
         import pyarrow as pa
 
+        self._loop = asyncio.get_running_loop()
         rows = batch.to_pylist()
         todo = [i for i, r in enumerate(rows) if r["kind"] == "page" and not r["page_json"]]
         inputs = [page_input(rows[i], self.spec.password) for i in todo]
@@ -233,6 +269,15 @@ class EngineStage:
                 completion_tokens=-1 if res.completion_tokens is None else res.completion_tokens, engine_s=dt,
             )
         return pa.Table.from_pylist(rows, schema=batch.schema)
+
+
+def _on_loop(loop: Any) -> bool:
+    import asyncio
+
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 # ---------------------------------------------------------------------------------------- finish
