@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import io
 import math
+import os
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -96,6 +97,8 @@ _MAX_OPEN = 4
 def _pdf(path: str, password: str | None):
     import pypdfium2 as pdfium
 
+    for k in [k for k in _OPEN if k[0] != path and not os.path.exists(k[0])]:
+        forget(k[0])  # a deleted upload must not stay open (its disk space held) in this worker
     key = (path, password)
     doc = _OPEN.get(key)
     if doc is not None:
