@@ -14,6 +14,7 @@ import hashlib
 import io
 import json
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,8 @@ class StubEngine:
                             prompt_tokens=100 + page.index, completion_tokens=len(raw) // 4)
 
     async def aclose(self) -> None:
-        pass
+        if self.options.get("closed_dir"):  # the actor closed its engine when Ray retired it
+            (Path(self.options["closed_dir"]) / str(os.getpid())).write_text("closed")
 
 
 class KillingEngine(StubEngine):
@@ -192,7 +194,10 @@ def local_stub(docs, tmp_path_factory):
 def test_same_files_as_local_pipeline_stub_engine(ray_local, docs, local_stub, tmp_path):
     local, local_files = local_stub
     events: list[str] = []
-    dist = run_ray([docs], tmp_path / "ray", StubEngine, on_event=lambda kind, data: events.append(kind))
+    closed = tmp_path / "closed"
+    closed.mkdir()
+    dist = run_ray([docs], tmp_path / "ray", StubEngine, on_event=lambda kind, data: events.append(kind),
+                   closed_dir=str(closed))
     assert dist.counts() == local.counts() == {"ok": 5, "failed": 1}
     assert dist.pages == local.pages == 3 + 2 + 1 + 1 + 1
     broken = [r for r in dist.results if r.status == "failed"]
@@ -202,6 +207,11 @@ def test_same_files_as_local_pipeline_stub_engine(ray_local, docs, local_stub, t
     assert (tmp_path / "ray" / "sub" / "letter" / "letter.md").is_file()
     assert events[0] == "run_start" and events[-1] == "run_done"
     assert events.count("page_done") == 8 and events.count("doc_done") == 6 and events.count("doc_start") == 5
+    for _ in range(300):  # Ray retires the engine actor after the run; it closes its engine then
+        if any(closed.iterdir()):
+            break
+        time.sleep(0.1)
+    assert [int(p.name) != os.getpid() for p in closed.iterdir()] == [True]
 
 
 def test_killed_engine_worker_pages_are_redone(ray_local, docs, local_stub, tmp_path):
