@@ -7,7 +7,6 @@ import json
 import signal
 import sys
 import time
-from pathlib import Path
 from typing import Any, Optional
 
 import typer
@@ -84,7 +83,7 @@ def register(app: typer.Typer) -> None:
     @app.command("convert")
     def convert(
         inputs: list[str] = typer.Argument(..., help="files, folders (recursive), globs, or - to read paths from stdin"),
-        output: Path = typer.Option(Path("ocrserve-out"), "--output", "-o", help="output folder"),
+        output: str = typer.Option("ocrserve-out", "--output", "-o", help="output folder (with --ray also an fsspec URL)"),
         engine: Optional[str] = typer.Option(None, "--engine", "-e", help="lite (default without a server), openai, hf"),
         model: Optional[str] = typer.Option(None, "--model", "-m", help="model profile: chandra-1 (default, or OCRSERVE_MODEL), chandra-2 or a profile file"),
         server: Optional[str] = typer.Option(None, "--server", help="OpenAI-compatible server URL (vLLM), implies --engine openai"),
