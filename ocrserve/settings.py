@@ -58,6 +58,10 @@ class Settings(BaseSettings):
     max_queued_jobs: int = 10000
     # API: jobs converted at once by the job worker (pages still share the engine's capacity)
     job_workers: int = 2
+    # API: seconds finished (done/failed) jobs are kept, result and row; then removed (0 = keep forever)
+    job_ttl_s: float = 7 * 24 * 3600
+    # API: seconds between sweeps that remove expired jobs (one also runs at startup)
+    job_sweep_interval_s: float = 600.0
     # API: seconds a client is told to wait (Retry-After) when refused with 429
     retry_after_s: int = 2
     # API: page images kept in memory for the viewer (GET /v1/pages/{token}.png), newest first
