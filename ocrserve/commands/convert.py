@@ -115,6 +115,12 @@ def register(app: typer.Typer) -> None:
 
         if server and engine is None:
             engine = "openai"
+        if not ray and "://" in output:
+            if output.startswith("file://"):
+                output = output[len("file://"):]
+            else:
+                typer.echo(f"error: --output {output}: URL outputs need --ray (a local run writes to a folder)", err=True)
+                raise typer.Exit(2)
         opts: dict[str, Any] = {}
         for k, v in dict(server=server, api_key=api_key, served_model=served_model, checkpoint=checkpoint,
                          device=device, batch_size=batch_size, max_tokens=max_tokens).items():
