@@ -8,6 +8,9 @@
     DELETE /v1/jobs/{id}
     GET    /v1/pages/{token}.png  page images for the viewer (tokens come in `page_started` events)
     GET    /healthz, /readyz, /metrics, /docs, /  (the viewer)
+
+Finished jobs are kept `job_ttl_s` seconds (default 7 days), then removed with their result; an
+expired job answers 404 like one that never existed (see `retention.py`).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from .auth import Auth, load_keys
 from .jobs import Job, JobStore
 from .limits import BodyLimit, KeyLimiter, TooManyRequests
 from .metrics import Metrics
+from .retention import Sweeper
 from .service import Checked, Service, safe_filename
 from .worker import JobWorker
 
@@ -82,6 +86,25 @@ _CONVERT_DOC = (
     "page's blocks so far: a retried attempt, or a page handed to the fallback), `page_done` (status "
     "ok, fallback or failed, and the page's final blocks), then `done` (the Document and its status) or `error`."
 )
+
+
+def _duration(seconds: float) -> str:
+    """7 days, 36 hours, 90 minutes, 1 second: the largest unit that divides the value evenly."""
+    s = float(seconds)
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if s >= size and s % size == 0:
+            n = int(s // size)
+            return f"{n} {unit}{'s' if n != 1 else ''}"
+    return f"{s:g} second{'s' if s != 1 else ''}"
+
+
+def _retention_doc(ttl_s: float) -> str:
+    if ttl_s <= 0:
+        return "Finished jobs are kept until they are deleted (OCRSERVE_JOB_TTL_S=0)."
+    return (f"Retention: a finished job (done or failed) is kept {_duration(ttl_s)} after it finished "
+            "(OCRSERVE_JOB_TTL_S), then removed with its result; its uploaded input is removed as soon as "
+            "it finishes. An expired job answers `404`, as a job that never existed or was deleted. "
+            "Queued and running jobs never expire.")
 
 
 class JSONUpload(BaseModel):
@@ -256,26 +279,31 @@ def create_app(settings: Settings | None = None, engine: Engine | str | None = N
         service = Service(settings, eng, profile)
         service.metrics = app.state.metrics
         worker = JobWorker(service, store, settings.job_workers)
+        sweeper = Sweeper(store, settings.job_sweep_interval_s, app.state.metrics)
+        await sweeper.startup()  # before any job runs or request comes: expired jobs and leftovers go
         app.state.service, app.state.worker = service, worker
         if auth.open:
             log.warning("no API keys configured (OCRSERVE_API_KEYS / OCRSERVE_API_KEYS_FILE): the API is open to anyone "
                         "who can reach it")
         log.info("OCR API: engine %s, model %s, data in %s", eng.name, profile.name, settings.data_dir)
         worker.start()
+        sweeper.start()
         try:
             yield
         finally:
+            await sweeper.stop()
             await worker.stop()
             await service.aclose()
             if own:
                 await eng.aclose()
             store.close()
 
-    store = JobStore(Path(settings.data_dir))
+    store = JobStore(Path(settings.data_dir), ttl_s=settings.job_ttl_s)
     uploads = Path(settings.data_dir) / "uploads"
     shutil.rmtree(uploads, ignore_errors=True)  # leftovers of sync requests of a stopped service
     app = FastAPI(title="ocrserve OCR API", version="1", lifespan=lifespan,
-                  description="Documents to Markdown, HTML and JSON with Chandra OCR models.")
+                  description="Documents to Markdown, HTML and JSON with Chandra OCR models.\n\n"
+                              + _retention_doc(settings.job_ttl_s))
     metrics = Metrics(queue_depth=lambda: store.count(("queued",)), jobs_running=lambda: store.count(("running",)))
     app.state.metrics = metrics
     app.state.store = store
@@ -383,8 +411,14 @@ def create_app(settings: Settings | None = None, engine: Engine | str | None = N
     def _owned(job_id: str, who: str) -> Job:
         job = store.get(job_id, key=None if auth.open else who)
         if job is None:
-            raise HTTPException(404, f"no job {job_id}")
+            raise HTTPException(404, f"no job {job_id}{gone_hint}")
         return job
+
+    retention = _retention_doc(settings.job_ttl_s)
+    gone_hint = "" if settings.job_ttl_s <= 0 else \
+        f" (never made, deleted, or expired: finished jobs are kept {_duration(settings.job_ttl_s)})"
+    not_found = {404: {"description": "No such job for this key: never made, deleted"
+                                      + (", or expired (past its retention time)" if settings.job_ttl_s > 0 else "")}}
 
     @app.post("/v1/jobs", status_code=202, tags=["jobs"], openapi_extra=_INPUT_DOC)
     async def submit(request: Request, who: str = Depends(auth),
@@ -412,27 +446,34 @@ def create_app(settings: Settings | None = None, engine: Engine | str | None = N
         return JSONResponse({"id": job.id, "status": job.status, "pages_total": job.pages_total},
                             status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})
 
-    @app.get("/v1/jobs/{job_id}", tags=["jobs"], response_model=JobView)
+    @app.get("/v1/jobs/{job_id}", tags=["jobs"], response_model=JobView, responses=not_found,
+             description="The job's status (queued, running, done, failed) and progress.\n\n" + retention)
     async def job_status(job_id: str, who: str = Depends(auth)):
         return _view(_owned(job_id, who))
 
     @app.get("/v1/jobs/{job_id}/result", tags=["jobs"], response_class=Response,
+             description="The result of a done job (`409` while it is queued or running, `422` if it failed)."
+                         "\n\n" + retention,
              responses={200: {"description": "Document JSON, Markdown or HTML",
-                              "headers": {STATUS_HEADER: _STATUS_HEADER_DOC}}})
+                              "headers": {STATUS_HEADER: _STATUS_HEADER_DOC}}, **not_found})
     async def job_result(job_id: str, who: str = Depends(auth), format: Format = Query("json")):
         job = _owned(job_id, who)
         if job.status == "failed":
             raise HTTPException(422, f"job {job_id} failed: {job.error}")
         if job.status != "done":
             raise HTTPException(409, f"job {job_id} is {job.status} ({job.pages_done}/{job.pages_total} pages)")
-        text = await asyncio.to_thread(store.result_path(job_id).read_text, encoding="utf-8")
+        try:
+            text = await asyncio.to_thread(store.result_path(job_id).read_text, encoding="utf-8")
+        except FileNotFoundError:  # removed under us (expired or deleted right now)
+            raise HTTPException(404, f"no job {job_id}{gone_hint}") from None
         doc = Document.model_validate_json(text)
         resp = Response(text, media_type="application/json") if format == "json" else \
             _render(doc, format, settings.keep_headers_footers)
         resp.headers[STATUS_HEADER] = doc.status
         return resp
 
-    @app.delete("/v1/jobs/{job_id}", tags=["jobs"])
+    @app.delete("/v1/jobs/{job_id}", tags=["jobs"], responses=not_found,
+                description="Delete a job: a running one is stopped; its files go at once.")
     async def job_delete(job_id: str, who: str = Depends(auth)):
         _owned(job_id, who)
         app.state.worker.cancel(job_id)

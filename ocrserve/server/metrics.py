@@ -31,4 +31,8 @@ class Metrics:
         self.queue_depth.set_function(queue_depth)
         self.jobs_running = Gauge("ocrserve_jobs_running", "Jobs being converted now.", registry=r)
         self.jobs_running.set_function(jobs_running)
+        self.sweeps = Counter("ocrserve_job_sweeps", "Sweeps for expired jobs run (at startup and periodically).",
+                              registry=r)
+        self.jobs_expired = Counter("ocrserve_jobs_expired", "Finished jobs removed after their retention time.",
+                                    registry=r)
         self.in_flight = Gauge("ocrserve_pages_in_flight", "Pages at the engine now.", registry=r)

@@ -1,10 +1,15 @@
-"""The job worker: tasks that take queued jobs from the store and convert them with the shared engine."""
+"""The job worker: tasks that take queued jobs from the store and convert them with the shared engine.
+
+A finished job keeps its result; its input is removed at once. A job deleted while it runs is cancelled
+(`cancel`); its id is remembered only until that cancellation has been handled.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
+import shutil
 from pathlib import Path
 
 from ..render import render_json
@@ -20,7 +25,7 @@ class JobWorker:
         self.n = max(1, int(workers))
         self.wake = asyncio.Event()
         self.running: dict[str, asyncio.Task] = {}
-        self.deleted: set[str] = set()
+        self.deleted: set[str] = set()  # running jobs deleted, until their task has stopped
         self.stopping = False
         self._loops: list[asyncio.Task] = []
 
@@ -40,10 +45,10 @@ class JobWorker:
         self.wake.set()
 
     def cancel(self, job_id: str) -> None:
-        """A deleted job: stop converting it if it runs."""
-        self.deleted.add(job_id)
+        """A deleted job: stop converting it if it runs (a job not running has nothing to stop)."""
         t = self.running.get(job_id)
-        if t is not None:
+        if t is not None and not t.done():
+            self.deleted.add(job_id)
             t.cancel()
 
     async def _loop(self) -> None:
@@ -56,8 +61,6 @@ class JobWorker:
                 except TimeoutError:
                     pass
                 continue
-            if job["id"] in self.deleted:
-                continue
             t = asyncio.create_task(self._run(job))
             self.running[job["id"]] = t
             try:
@@ -68,6 +71,7 @@ class JobWorker:
                 raise
             finally:
                 self.running.pop(job["id"], None)
+                self.deleted.discard(job["id"])
 
     async def _run(self, job: dict) -> None:
         job_id = job["id"]
@@ -88,7 +92,7 @@ class JobWorker:
         except Exception as e:  # noqa: BLE001 - a bug fails the job, never the worker
             log.exception("job %s", job_id)
             self.service.metrics.failures.labels(kind="internal").inc()
-            self.store.finish(job_id, "failed", error=f"internal error: {e!r}")
+            await self._finish(job_id, "failed", error=f"internal error: {e!r}")
             return
         if interrupted or result is None:
             if job_id not in self.deleted:
@@ -99,17 +103,31 @@ class JobWorker:
             return
         if result.document is None:
             self.service.metrics.failures.labels(kind="job").inc()
-            self.store.finish(job_id, "failed", error=result.error)
+            await self._finish(job_id, "failed", error=result.error)
             return
         doc = result.document
-        dest = self.store.result_path(job_id)
         try:
-            await asyncio.to_thread(_write_atomic, dest, render_json(doc))
+            await asyncio.to_thread(self._write_result, job_id, render_json(doc))
         except OSError as e:
-            self.store.finish(job_id, "failed", error=f"cannot write the result: {e}")
+            await self._finish(job_id, "failed", error=f"cannot write the result: {e}")
             return
-        self.store.finish(job_id, "done", error=result.error, pages_done=len(doc.pages),
-                          pages_failed=sum(p.status == "failed" for p in doc.pages))
+        await self._finish(job_id, "done", error=result.error, pages_done=len(doc.pages),
+                           pages_failed=sum(p.status == "failed" for p in doc.pages))
+
+    async def _finish(self, job_id: str, status: str, **kw) -> None:
+        """Record the job's end; its input goes (the result is what is kept). If this is interrupted
+        before the input is gone, the next start's tidy removes it."""
+        if self.store.finish(job_id, status, **kw):  # type: ignore[arg-type]
+            await asyncio.to_thread(self.store.drop_input, job_id)
+
+    def _write_result(self, job_id: str, text: str) -> None:
+        """In a thread, which runs to its end even if the job is cancelled meanwhile: a job deleted while
+        its result was written leaves no folder behind (the check comes after the write)."""
+        try:
+            _write_atomic(self.store.result_path(job_id), text)
+        finally:
+            if self.store.owner(job_id) is None:  # deleted meanwhile
+                shutil.rmtree(self.store.job_dir(job_id), ignore_errors=True)
 
 
 def _write_atomic(path: Path, text: str) -> None:
