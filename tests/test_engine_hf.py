@@ -259,19 +259,85 @@ async def test_failing_delta_callback_does_not_fail_the_page(fresh_generate):
     assert r.ok and r.raw == GOOD
 
 
-async def test_out_of_memory_names_a_batch_size_and_halves(fresh_generate):
+def oom_above(engine: HFEngine, limit: int, error=None, stream_first: str | None = None) -> list[int]:
+    """Make generate() run out of memory for batches larger than `limit` (after streaming `stream_first`
+    to every row, as a real out-of-memory error can come mid-answer); the sizes of all calls are logged."""
+    inner = engine.model.generate
+    sizes: list[int] = []
+
+    def generate(**kwargs):
+        n = kwargs["input_ids"].shape[0]
+        sizes.append(n)
+        if n > limit:
+            streamer = kwargs.get("streamer")
+            if stream_first and streamer is not None:
+                streamer.put(kwargs["input_ids"])  # the prompt, as generate() does
+                for tok in engine.tokenizer.encode(stream_first, add_special_tokens=False):
+                    streamer.put(torch.full((n, 1), tok))
+            raise error or torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+        return inner(**kwargs)
+
+    engine.model.generate = generate
+    return sizes
+
+
+async def test_out_of_memory_batch_is_retried_at_half_size(fresh_generate):
     engine = fresh_generate
-
-    def oom(**kwargs):
-        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
-
-    engine.model.generate = oom
+    engine.max_tokens = 64
+    script_model(engine, [[GOOD]])
+    sizes = oom_above(engine, 1)
     results = await asyncio.gather(*(engine.ocr(_page(i)) for i in range(4)))
-    assert all(not r.ok and r.finish_reason == "error" for r in results)
-    assert "try batch_size=2" in results[0].error
-    assert engine.batch_size == 2 and engine.capacity() == 4
-    single = await engine.ocr(_page(0))
-    assert "single page" in single.error and engine.batch_size == 2
+    assert sizes == [4, 2, 1, 1, 1, 1]  # 4 runs out, 2 runs out, then one page at a time
+    for r in results:
+        assert r.ok and r.raw == GOOD and r.attempts == 1, r.error
+        assert r.extra["batch_sizes"] == [1] and r.extra["out_of_memory_at"] in ([4, 2], [4])
+    assert sorted(len(r.extra["out_of_memory_at"]) for r in results) == [1, 1, 2, 2]
+    assert engine.batch_size == 1 and engine.capacity() == 2  # later batches start small
+    sizes.clear()
+    more = await asyncio.gather(*(engine.ocr(_page(i)) for i in range(2)))
+    assert all(r.ok for r in more) and sizes == [1, 1]
+
+
+async def test_out_of_memory_retry_stops_halving_where_the_batch_fits(fresh_generate):
+    engine = fresh_generate
+    engine.max_tokens = 64
+    script_model(engine, [[GOOD]])
+    sizes = oom_above(engine, 2, error=RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+    results = await asyncio.gather(*(engine.ocr(_page(i)) for i in range(4)))
+    assert sizes == [4, 2, 2] and engine.batch_size == 2
+    assert all(r.ok and r.raw == GOOD and r.extra["batch_sizes"] == [2] for r in results)
+
+
+async def test_out_of_memory_retry_streams_a_fresh_start(fresh_generate):
+    engine = fresh_generate
+    engine.max_tokens = 64
+    script_model(engine, [[GOOD]])
+    oom_above(engine, 1, stream_first="<p>partial")
+    streams: list[list[str]] = [[], []]
+    results = await asyncio.gather(*(engine.ocr(_page(i), on_delta=streams[i].append) for i in range(2)))
+    for r, pieces in zip(results, streams):
+        assert r.ok and r.raw == GOOD
+        restart = pieces.index("")  # the text of the batch that ran out of memory is discarded
+        assert "".join(pieces[:restart]) == "<p>partial" and "".join(pieces[restart + 1:]) == GOOD
+
+
+async def test_out_of_memory_single_page_fails_naming_batch_and_page_size(fresh_generate):
+    engine = fresh_generate
+    sizes = oom_above(engine, 0)
+    results = await asyncio.gather(engine.ocr(_page(0, (64, 96))), engine.ocr(_page(1, (96, 64))))
+    assert sizes == [2, 1, 1] and engine.batch_size == 1
+    for r, size in zip(results, ("64x96", "96x64")):
+        assert not r.ok and r.finish_reason == "error" and r.attempts == 1
+        assert "out of memory" in r.error and "batch size 1" in r.error and f"{size} px" in r.error
+        assert r.extra["out_of_memory_at"] == [2, 1]
+
+
+async def test_other_generate_errors_are_not_retried(fresh_generate):
+    engine = fresh_generate
+    sizes = oom_above(engine, 0, error=RuntimeError("CUDA error: device-side assert triggered"))
+    results = await asyncio.gather(*(engine.ocr(_page(i)) for i in range(2)))
+    assert sizes == [2] and engine.batch_size == 4
+    assert all(not r.ok and "device-side assert" in r.error for r in results)
 
 
 def test_create_engine_by_name(tiny_model_dir):

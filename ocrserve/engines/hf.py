@@ -9,6 +9,11 @@ to the fallback engine (the last answer in `extra["last_raw"]`). Text streams th
 is generated; before a retried attempt's text comes an empty delta, "the answer starts over" (the
 openai engine's convention). `ignore_eos` (benchmarks) forces the full token budget and retries nothing.
 
+A batch that runs out of memory is not lost: the engine halves its batch size (for every later batch
+too) and runs the same pages again in batches of that size, down to one page at a time; streamed
+pages get the empty "starts over" delta first. Only a page that does not fit on its own fails, with
+the batch size and the page size in the error.
+
 Inputs are prepared from the checkpoint's tokenizer (chat template: one user turn, the image, then
 the profile's prompt byte for byte) and image processor, expanding the image placeholder to the
 image's token count as the Qwen-VL processors do. `AutoProcessor` is not used: for Qwen3-VL it
@@ -172,6 +177,7 @@ class _Generated:
     finish_reason: str = "error"  # stop, length, error
     error: str | None = None
     batch: int = 0                # pages in the generate() call that made it
+    oom: list[int] | None = None  # sizes of the batches with this page that ran out of memory first
 
 
 @dataclass
@@ -180,6 +186,7 @@ class _Request:
     sampling: Sampling
     future: asyncio.Future
     sink: Callable[[str], None] | None = None  # called from the worker thread with text deltas
+    restart: Callable[[], None] | None = None  # called from the worker thread: the answer starts over
 
     @property
     def key(self) -> tuple:
@@ -369,11 +376,14 @@ class HFEngine:
         problems: list[str] = []
         completions: list[int] = []
         batches: list[int] = []
+        oom: list[int] = []
 
         def result(**kw: Any) -> EngineResult:
             extra = kw.pop("extra", {})
             extra["completion_tokens_per_attempt"] = list(completions)
             extra["batch_sizes"] = list(batches)
+            if oom:
+                extra["out_of_memory_at"] = list(oom)
             if problems:
                 extra["problems"] = list(problems)
             return EngineResult(engine=self.name, attempts=attempts, elapsed_s=time.perf_counter() - t0,
@@ -395,6 +405,7 @@ class HFEngine:
                 gen = await self._attempt(image, sampling, deltas)
                 completions.append(gen.completion_tokens)
                 batches.append(gen.batch)
+                oom += gen.oom or []
                 if gen.error is not None:
                     return result(ok=False, finish_reason="error", error=gen.error)
                 looped = not self.ignore_eos and is_repetition_loop(gen.text)
@@ -424,7 +435,8 @@ class HFEngine:
         loop = asyncio.get_running_loop()
         self._ensure_batcher(loop)
         request = _Request(image=image, sampling=sampling, future=loop.create_future(),
-                           sink=deltas.sink if deltas is not None else None)
+                           sink=deltas.sink if deltas is not None else None,
+                           restart=deltas.restart if deltas is not None else None)
         self._queue.put_nowait(request)
         return await request.future
 
@@ -507,6 +519,40 @@ class HFEngine:
         return GenerationConfig(**kwargs)
 
     def _generate(self, batch: list[_Request]) -> list[_Generated]:
+        """The batch's answers, in order. A batch that runs out of memory is run again in halves (the
+        engine keeps the smaller batch size), down to single pages; a single page that does not fit
+        fails alone."""
+        results: list[_Generated] = []
+        oom: dict[int, list[int]] = {}  # id(request) -> sizes of the batches that ran out of memory
+        todo, size = list(batch), len(batch)
+        while todo:
+            chunk, todo = todo[:size], todo[size:]
+            try:
+                done = self._generate_batch(chunk)
+            except _OutOfMemory:
+                self._free_memory()
+                n = len(chunk)
+                for r in chunk:
+                    oom.setdefault(id(r), []).append(n)
+                    if r.restart is not None:  # an empty delta, if any text of this attempt went out
+                        r.restart()
+                if n == 1:
+                    done = [_Generated(error=self._single_page_oom(chunk[0]), batch=1)]
+                else:
+                    size = max(1, n // 2)
+                    if size < self.batch_size:
+                        self.batch_size = size
+                    log.warning("hf engine: out of memory at batch size %d; running those pages again %d at a "
+                                "time (batch size now %d)", n, size, self.batch_size)
+                    todo = chunk + todo
+                    continue
+            for r, gen in zip(chunk, done):
+                gen.oom = oom.get(id(r))
+            results += done
+        return results
+
+    def _generate_batch(self, batch: list[_Request]) -> list[_Generated]:
+        """One generate() call; raises _OutOfMemory when the batch does not fit."""
         torch = self._torch
         n = len(batch)
         n_tokens = batch[0].sampling.max_tokens
@@ -521,10 +567,10 @@ class HFEngine:
                     **inputs, generation_config=self._generation_config(batch[0].sampling, n_tokens), streamer=streamer
                 )
         except Exception as exc:
-            if not _is_oom(torch, exc):
-                log.exception("hf generate failed for a batch of %d", n)
-                return [_Generated(error=f"generation failed: {type(exc).__name__}: {exc}", batch=n)] * n
-            return [_Generated(error=self._out_of_memory(n), batch=n)] * n
+            if _is_oom(torch, exc):
+                raise _OutOfMemory() from exc
+            log.exception("hf generate failed for a batch of %d", n)
+            return [_Generated(error=f"generation failed: {type(exc).__name__}: {exc}", batch=n) for _ in batch]
         prompt_len = inputs["input_ids"].shape[1]
         prompt_tokens = inputs["attention_mask"].sum(dim=1).tolist()
         eos = set(self.eos_ids)
@@ -540,20 +586,22 @@ class HFEngine:
             ))
         return results
 
-    def _out_of_memory(self, n: int) -> str:
+    def _free_memory(self) -> None:
         torch = self._torch
         if self.device.startswith("cuda"):
             torch.cuda.empty_cache()
         elif self.device == "mps":
             torch.mps.empty_cache()
-        if n > 1:
-            smaller = max(1, n // 2)
-            self.batch_size = min(self.batch_size, smaller)
-            log.warning("hf engine: out of memory at batch size %d; batch size now %d", n, self.batch_size)
-            return (f"out of memory on {self.device} generating a batch of {n} pages: "
-                    f"try batch_size={smaller} (the engine uses it from now on)")
-        return (f"out of memory on {self.device} generating a single page: the page does not fit; "
-                "use a smaller page image (profile max_pixels), a lower max_tokens or a device with more memory")
+
+    def _single_page_oom(self, request: _Request) -> str:
+        w, h = request.image.size
+        return (f"out of memory on {self.device} generating a single page (batch size 1, page image {w}x{h} px, "
+                f"max_tokens={request.sampling.max_tokens}): the page does not fit; use a smaller page image "
+                "(profile max_pixels), a lower max_tokens or a device with more memory")
+
+
+class _OutOfMemory(Exception):
+    """generate() ran out of memory for a batch."""
 
 
 class _Deltas:
@@ -574,6 +622,10 @@ class _Deltas:
     def sink(self, text: str) -> None:
         """Called from the worker thread."""
         self.loop.call_soon_threadsafe(self._put, text)
+
+    def restart(self) -> None:
+        """Called from the worker thread: the attempt's text so far is void (after the pieces already sent)."""
+        self.loop.call_soon_threadsafe(self.reset)
 
     def _put(self, text: str) -> None:
         self.sent = True
