@@ -5,8 +5,11 @@ CPU). Lines become layout blocks (ocrserve.engines.layout) and the answer is Cha
 layout-block form, boxes in the profile's scale and format, so parsing and rendering are shared
 with the model engines. Also the fallback for pages a model engine gives up on (`lite_raw_for`).
 
-pypdfium2 is not thread-safe and OCR is CPU-bound: pages go to a bounded pool of worker processes
-(fork on Linux, else the platform's default), each with its own pdfium state and one RapidOCR instance created on first use.
+pypdfium2 is not thread-safe and OCR is CPU-bound: pages go to a bounded set of worker processes
+(fork on Linux, else the platform's default), each with its own pdfium state and one RapidOCR instance
+created on first use. Each worker runs one page at a time, so a page that hangs past `timeout` (or
+whose caller gives up) is stopped by killing its own worker, which a fresh one replaces; a page that
+crashes its worker fails alone. The other pages never notice.
 """
 
 from __future__ import annotations
@@ -245,8 +248,42 @@ def _default_workers(settings) -> int:
     return max(1, n or min(os.cpu_count() or 1, 8))
 
 
+class _Worker:
+    """One worker process, one page at a time (a single-process executor): it can be killed alone."""
+
+    def __init__(self, ctx, initializer, initargs) -> None:
+        self.executor = cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=initializer,
+                                               initargs=initargs)
+
+    def _processes(self) -> list:
+        # the executor's process (private, but present since Python 3.3; 3.14 adds kill_workers())
+        return list((getattr(self.executor, "_processes", None) or {}).values())
+
+    def kill(self) -> None:
+        """SIGKILL the process now; the executor reaps it in the background."""
+        for proc in self._processes():
+            try:
+                proc.kill()
+            except (OSError, ValueError):  # already gone
+                pass
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+    def kill_and_wait(self) -> None:
+        """Kill the process and wait until it is gone (blocking: run it in a thread)."""
+        procs = self._processes()
+        self.kill()
+        for proc in procs:
+            try:
+                proc.join(10)
+            except (OSError, ValueError):
+                pass
+
+    def close(self, wait: bool) -> None:
+        self.executor.shutdown(wait=wait, cancel_futures=True)
+
+
 class LiteEngine:
-    """Engine `lite`: text layer + RapidOCR on the CPU, pages in a pool of worker processes."""
+    """Engine `lite`: text layer + RapidOCR on the CPU, pages in worker processes (one page each at a time)."""
 
     name = "lite"
 
@@ -256,26 +293,53 @@ class LiteEngine:
         self.workers = max(1, int(workers or _default_workers(settings)))
         # load RapidOCR when a worker starts (else on the first page that needs OCR)
         self.warm = bool(options.pop("warm", True))
+        # seconds a page may run on its worker; then it fails and the worker is killed and replaced
         self.timeout = float(options.pop("timeout", getattr(settings, "request_timeout", 600.0) or 600.0))
         # options meant for other engines (server, api_key, ...) are ignored here
         self.options = _options(self.profile, options)
-        self._pool: cf.ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
+        self._idle: list[_Worker] = []   # started workers waiting for a page
+        self._live: set[_Worker] = set()  # every worker not yet closed (idle or running a page)
+        self._gate: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
 
-    def _executor(self) -> cf.ProcessPoolExecutor:
+    def _new_worker(self) -> _Worker:
+        threads = max(1, (os.cpu_count() or 1) // self.workers)
+        from ..ingest.pool import _worker_init as _guard, default_start_method
+
+        # fork on Linux like the render pool: a user's script needs no __main__ guard (the parent never
+        # loads RapidOCR; each worker loads its own); workers die with the parent
+        start = getattr(self.settings, "mp_start", None) or default_start_method()
+        return _Worker(mp.get_context(start), _guard, (_worker_init, (threads, self.warm)))
+
+    def _take(self) -> _Worker:
         with self._lock:
-            if self._pool is None:
-                threads = max(1, (os.cpu_count() or 1) // self.workers)
-                from ..ingest.pool import _worker_init as _guard, default_start_method
+            if self._idle:
+                return self._idle.pop()
+            worker = self._new_worker()
+            self._live.add(worker)
+            return worker
 
-                # fork on Linux like the render pool: a user's script needs no __main__ guard (the
-                # parent never loads RapidOCR; each worker loads its own); workers die with the parent
-                start = getattr(self.settings, "mp_start", None) or default_start_method()
-                self._pool = cf.ProcessPoolExecutor(
-                    max_workers=self.workers, mp_context=mp.get_context(start),
-                    initializer=_guard, initargs=(_worker_init, (threads, self.warm)),
-                )
-            return self._pool
+    def _give_back(self, worker: _Worker) -> None:
+        with self._lock:
+            if worker in self._live and len(self._idle) < self.workers:
+                self._idle.append(worker)
+                return
+            self._live.discard(worker)
+        worker.close(wait=False)
+
+    def _drop(self, worker: _Worker) -> None:
+        with self._lock:
+            self._live.discard(worker)
+            if worker in self._idle:
+                self._idle.remove(worker)
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        """At most `workers` pages running at once (per event loop; the workers are shared)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._gate is None or self._gate[0] is not loop:
+                self._gate = (loop, asyncio.Semaphore(self.workers))
+            return self._gate[1]
 
     def capacity(self) -> int:
         return self.workers * 2
@@ -284,16 +348,30 @@ class LiteEngine:
         t0 = time.perf_counter()
         try:
             task = _task(page, self.options)
-            loop = asyncio.get_running_loop()
-            fut = loop.run_in_executor(self._executor(), page_raw, task)
-            out = await asyncio.wait_for(fut, timeout=self.timeout)
-        except cf.process.BrokenProcessPool as exc:
-            self._reset_pool()
-            return self._fail(page, f"lite worker died: {exc}", t0)
-        except asyncio.TimeoutError:
-            return self._fail(page, f"lite timed out after {self.timeout:.0f} s", t0)
         except Exception as exc:  # noqa: BLE001 - engines never raise for a page
             return self._fail(page, f"{type(exc).__name__}: {exc}", t0)
+        async with self._semaphore():
+            worker = self._take()
+            try:
+                fut = worker.executor.submit(page_raw, task)
+                out = await asyncio.wait_for(asyncio.wrap_future(fut), timeout=self.timeout)
+            except asyncio.TimeoutError:
+                self._drop(worker)
+                await asyncio.get_running_loop().run_in_executor(None, worker.kill_and_wait)
+                return self._fail(page, f"lite timed out after {self.timeout:g} s on this page; "
+                                        "its worker process was killed and replaced", t0)
+            except asyncio.CancelledError:  # the caller gave up: stop the work, free the slot
+                self._drop(worker)
+                worker.kill()
+                raise
+            except cf.process.BrokenProcessPool as exc:  # this page took its worker down
+                self._drop(worker)
+                worker.close(wait=False)
+                return self._fail(page, f"lite worker died on this page: {exc}", t0)
+            except Exception as exc:  # noqa: BLE001 - the page failed, the worker is fine
+                self._give_back(worker)
+                return self._fail(page, f"{type(exc).__name__}: {exc}", t0)
+            self._give_back(worker)
         raw = out.pop("raw")
         if on_delta is not None and raw:
             res = on_delta(raw)
@@ -307,17 +385,16 @@ class LiteEngine:
         return EngineResult(raw="", ok=False, engine=self.name, finish_reason="error", error=error,
                             elapsed_s=time.perf_counter() - t0)
 
-    def _reset_pool(self) -> None:
+    def _close_all(self) -> list[_Worker]:
         with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+            workers, self._live, self._idle = list(self._live), set(), []
+        return workers
 
     async def aclose(self) -> None:
-        with self._lock:
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            await asyncio.get_running_loop().run_in_executor(None, lambda: pool.shutdown(wait=True, cancel_futures=True))
+        workers = self._close_all()
+        if workers:
+            await asyncio.get_running_loop().run_in_executor(None, lambda: [w.close(wait=True) for w in workers])
 
     def close(self) -> None:
-        self._reset_pool()
+        for worker in self._close_all():
+            worker.close(wait=False)
