@@ -97,3 +97,19 @@ async def test_a_crash_never_fails_innocent_tasks_in_flight():
         pool.shutdown()
     assert [i for i, r in enumerate(results) if isinstance(r, Exception)] == [3]
     assert [r for r in results if not isinstance(r, Exception)] == [i for i in range(12) if i != 3]
+
+
+def test_start_method_avoids_fork_where_ray_runs(monkeypatch):
+    """fork by default on Linux, spawn in a process where Ray is initialized (its threads make fork hang)."""
+    import types
+
+    from ocrserve.ingest import pool as poolmod
+
+    monkeypatch.delenv("OCRSERVE_MP_START", raising=False)
+    monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: False))
+    assert poolmod.default_start_method() == ("fork" if sys.platform.startswith("linux") else poolmod.mp.get_start_method())
+    monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: True))
+    if sys.platform.startswith("linux"):
+        assert poolmod.default_start_method() == "spawn"
+    monkeypatch.setenv("OCRSERVE_MP_START", "forkserver")
+    assert poolmod.default_start_method() == "forkserver"

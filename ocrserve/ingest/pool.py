@@ -26,12 +26,19 @@ def default_workers(requested: int = 0, cap: int = 8) -> int:
 
 
 def default_start_method() -> str:
-    """fork on Linux (fast, and scripts need no __main__ guard; the parent never uses pdfium itself),
-    the platform default elsewhere; OCRSERVE_MP_START overrides."""
+    """fork on Linux (fast, and scripts need no __main__ guard; the parent never uses pdfium or
+    RapidOCR itself) — except in a process where Ray runs (a driver or a worker): its native threads
+    make fork unsafe (a forked child can hang in the dynamic loader), so spawn there.
+    The platform default elsewhere; OCRSERVE_MP_START overrides."""
     env = os.environ.get("OCRSERVE_MP_START")
     if env:
         return env
-    return "fork" if sys.platform.startswith("linux") else mp.get_start_method()
+    if not sys.platform.startswith("linux"):
+        return mp.get_start_method()
+    ray = sys.modules.get("ray")
+    if ray is not None and getattr(ray, "is_initialized", lambda: False)():
+        return "spawn"
+    return "fork"
 
 
 def _worker_init(initializer, initargs) -> None:
