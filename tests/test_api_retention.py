@@ -89,8 +89,8 @@ def test_finished_jobs_expire_queued_and_running_ones_stay(standin: StandIn, tmp
         _wait(lambda: _status(c, running) == "running")
 
         # the finished job expires: its row and its folder go, and the API answers 404
-        _wait(lambda: done not in _rows(data), timeout=30)
-        assert not (data / "jobs" / done).exists()
+        # a sweep deletes the rows, then the folders: wait for both
+        _wait(lambda: done not in _rows(data) and not (data / "jobs" / done).exists(), timeout=30)
         r = c.get(f"/v1/jobs/{done}")
         assert r.status_code == 404 and "expired" in r.json()["detail"], r.text
         assert c.get(f"/v1/jobs/{done}/result").status_code == 404
@@ -108,8 +108,8 @@ def test_finished_jobs_expire_queued_and_running_ones_stay(standin: StandIn, tmp
 
         # released, they finish, lose their inputs, and expire in turn
         standin.reset()
-        _wait(lambda: not ({running, queued} & set(_rows(data))), timeout=60)
-        assert not (data / "jobs" / running).exists() and not (data / "jobs" / queued).exists()
+        _wait(lambda: not ({running, queued} & set(_rows(data)))
+              and not (data / "jobs" / running).exists() and not (data / "jobs" / queued).exists(), timeout=60)
         assert sorted(p.name for p in (data / "jobs").iterdir()) == []
     finally:
         api.stop()
