@@ -42,7 +42,8 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _load(out: Path, name: str) -> dict | None:
+def load_output(out: Path, name: str) -> dict | None:
+    """The JSON of the document already written under this name, if any (read once per document)."""
     p = json_path(out, name)
     if not p.is_file():
         return None
@@ -52,15 +53,14 @@ def _load(out: Path, name: str) -> dict | None:
         return None
 
 
-def existing_source(out: Path, name: str) -> dict | None:
-    """The `source` of the document already written under this name, if any."""
-    data = _load(out, name)
-    return (data or {}).get("source") if data else None
+_UNREAD = object()
 
 
-def is_complete(out: Path, name: str, sha256: str | None, indices: list[int] | None = None) -> bool:
-    """True when a finished output for this exact source, holding every wanted page, is there."""
-    data = _load(out, name)
+def is_complete(out: Path, name: str, sha256: str | None, indices: list[int] | None = None, data=_UNREAD) -> bool:
+    """True when a finished output for this exact source, holding every wanted page, is there.
+    `data`: that output's JSON when the caller has already read it (load_output)."""
+    if data is _UNREAD:
+        data = load_output(out, name)
     if data is None:
         return False
     if sha256 and (data.get("source") or {}).get("sha256") != sha256:

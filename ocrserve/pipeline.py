@@ -25,7 +25,7 @@ from .fallback import with_fallback
 from .ingest.pool import ResilientPool, WorkerCrash, default_workers
 from .ingest.render import Budget, DocumentError, RenderedPage, SourceInfo, forget, open_source, render_page
 from .ingest.sources import SourceFile, expand_inputs, parse_page_ranges, path_hash
-from .output import clean_stale_staging, existing_source, is_complete, staging_dir, write_document
+from .output import clean_stale_staging, is_complete, load_output, staging_dir, write_document
 from .postprocess import finish_page
 from .profiles import Profile, load_profile
 from .settings import Settings, get_settings
@@ -286,17 +286,20 @@ class Converter:
         if pre is not None:
             await pre()
 
-    def _name_for(self, src: SourceFile, info: SourceInfo) -> SourceFile:
-        """A document already in OUT under this name from another file keeps its output: this one
-        gets a short hash of its path (a later run never overwrites an unrelated document)."""
+    def _name_for(self, src: SourceFile, info: SourceInfo) -> tuple[SourceFile, dict | None]:
+        """(the document's output name, the JSON already written under it). A document already in
+        OUT under this name from another file keeps its output: this one gets a short hash of its
+        path (a later run never overwrites an unrelated document)."""
         if self.output_dir is None:
-            return src
-        prev = existing_source(self.output_dir, src.name)
+            return src, None
+        data = load_output(self.output_dir, src.name)
+        prev = (data or {}).get("source") or None
         if prev is None or prev.get("sha256") == info.sha256:
-            return src
+            return src, data
         if os.path.abspath(prev.get("path") or "") == os.path.abspath(src.path):
-            return src  # the same file, changed: converted again under its name
-        return SourceFile(path=src.path, name=f"{src.name}-{path_hash(src.path)}")
+            return src, data  # the same file, changed: converted again under its name
+        other = SourceFile(path=src.path, name=f"{src.name}-{path_hash(src.path)}")
+        return other, load_output(self.output_dir, other.name)
 
     async def run(self, inputs: list[str | Path] | str | Path) -> RunSummary:
         """Convert every input; one bad document never stops the others.
@@ -338,7 +341,7 @@ class Converter:
                     self._emit("doc_done", result=opened)
                     continue
                 info = opened
-                src = self._name_for(src, info)
+                src, existing = self._name_for(src, info)
                 order[src.name] = n
                 indices = list(range(info.page_count))
                 if self.page_filter is not None:
@@ -350,7 +353,7 @@ class Converter:
                     self._emit("doc_done", result=r)
                     continue
                 if (self.output_dir is not None and not self.force
-                        and is_complete(self.output_dir, src.name, info.sha256, indices)):
+                        and is_complete(self.output_dir, src.name, info.sha256, indices, data=existing)):
                     r = DocResult(name=src.name, path=str(src.path), status="skipped", pages=0)
                     summary.results.append(r)
                     self._emit("doc_done", result=r)
