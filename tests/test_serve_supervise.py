@@ -186,22 +186,32 @@ def test_diagnose_vllm_messages():
     assert diagnose("INFO all good") is None
 
 
+def _start_serve(tmp_path: Path, pidfile: Path, delay: str, extra_env: dict, *args: str) -> subprocess.Popen:
+    """`ocrserve serve` for one GPU over the fake vllm (healthy after `delay` seconds)."""
+    env = {**os.environ, "FAKE_VLLM_MODE": "healthy", "FAKE_VLLM_DELAY": delay, "FAKE_VLLM_PIDFILE": str(pidfile),
+           "OCRSERVE_VLLM_BIN": f"{sys.executable} {FAKE}", **extra_env}
+    cmd = [sys.executable, "-m", "ocrserve.cli", "serve", "--model", "chandra-1", "--gpu-memory-gib", "139.8",
+           "--gpus", "0", "--log-dir", str(tmp_path / "logs"), *args]
+    return subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _until_ready(p: subprocess.Popen) -> str:
+    """What serve printed up to its `ready` line (or until it exited)."""
+    lines = []
+    for line in p.stdout:
+        lines.append(line)
+        if line.startswith("ready"):
+            break
+    return "".join(lines)
+
+
 def test_cli_serve_sigterm_stops_everything(tmp_path: Path):
     """`ocrserve serve` end to end with the fake vllm: ready, then SIGTERM -> exits, no process left."""
     port = free_port()
     pidfile = tmp_path / "pids"
-    env = {**os.environ, "FAKE_VLLM_MODE": "healthy", "FAKE_VLLM_DELAY": "0.5", "FAKE_VLLM_PIDFILE": str(pidfile),
-           "OCRSERVE_VLLM_BIN": f"{sys.executable} {FAKE}"}
-    cmd = [sys.executable, "-m", "ocrserve.cli", "serve", "--model", "chandra-1", "--gpu-memory-gib", "139.8",
-           "--gpus", "0", "--port", str(port), "--log-dir", str(tmp_path / "logs"), "--", "--enforce-eager"]
-    p = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = _start_serve(tmp_path, pidfile, "0.5", {}, "--port", str(port), "--", "--enforce-eager")
     try:
-        lines = []
-        for line in p.stdout:
-            lines.append(line)
-            if line.startswith("ready"):
-                break
-        out = "".join(lines)
+        out = _until_ready(p)
         assert "ready" in out, out
         assert "--kv-cache-memory-bytes" in out and "--enforce-eager" in out
         assert probe(f"http://127.0.0.1:{port}")
@@ -224,18 +234,11 @@ def test_cli_serve_with_the_ocr_api_in_front(tmp_path: Path):
 
     port, api_port = free_port(), free_port()
     pidfile = tmp_path / "pids"
-    env = {**os.environ, "FAKE_VLLM_MODE": "healthy", "FAKE_VLLM_DELAY": "0.2", "FAKE_VLLM_PIDFILE": str(pidfile),
-           "OCRSERVE_VLLM_BIN": f"{sys.executable} {FAKE}", "OCRSERVE_DATA_DIR": str(tmp_path / "data")}
-    cmd = [sys.executable, "-m", "ocrserve.cli", "serve", "--model", "chandra-1", "--gpu-memory-gib", "139.8",
-           "--gpus", "0", "--port", str(port), "--api-port", str(api_port), "--log-dir", str(tmp_path / "logs")]
-    p = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = _start_serve(tmp_path, pidfile, "0.2", {"OCRSERVE_DATA_DIR": str(tmp_path / "data")},
+                     "--port", str(port), "--api-port", str(api_port))
     try:
-        lines = []
-        for line in p.stdout:
-            lines.append(line)
-            if line.startswith("ready"):
-                break
-        assert "ready" in "".join(lines), "".join(lines)
+        out = _until_ready(p)
+        assert "ready" in out, out
         deadline = time.monotonic() + 60
         health = ready = None
         while time.monotonic() < deadline:
