@@ -8,8 +8,8 @@ puts pydantic/selectolax, which ocrserve imports, on PYTHONPATH), from the repos
 
 The chandra1-shape folder has no weights: the engine draws them at random in bf16 from the config
 (`random_weights=True`, like vLLM's --load-format dummy), so speed and memory are the real model's
-and the text is not. Every page is a distinct synthetic 1632x2112 page (the same pages, seed for
-seed, as bench/serve_gpu.py sends to vLLM), with the chandra-1 prompt, greedy, and a fixed output
+and the text is not. Every page is a distinct synthetic 1632x2112 page (drawn like the pages
+bench/serve_gpu.py sends to vLLM), with the chandra-1 prompt, greedy, and a fixed output
 length (`ignore_eos`: min_new_tokens = max_new_tokens, no retries). For each batch size the pages
 go through `HFEngine.ocr()` concurrently, as the pipeline sends them, and the engine batches them.
 A time budget guards the run: a configuration that would not fit in what is left runs fewer
@@ -18,6 +18,15 @@ batches, or is skipped (recorded as such).
 Writes `<out>/hf_gpu.json`: machine, versions, command, load time, weights memory, and per batch
 size: pages, seconds, pages/s, generated tokens/s, prompt tokens a page, peak GPU memory
 (allocated and reserved by torch).
+
+The pages of batch size B are seeds 1000*B, 1000*B+1, ...: any run (or part of a run) sends the same
+pages for the same batch size, so the vLLM side gets exactly hf's pages:
+
+    python bench/hf_gpu.py --out $OUT/vllm --vllm-url http://127.0.0.1:8000   # a vLLM server, same pages,
+                                                                               # B requests in flight
+Other modes: `--profile` (phases of one page: input preparation, prefill, decoding step; and a
+torch.profiler table of a short generation), `--cache-experiment B,N` (generate() at batch B, N
+tokens, dynamic vs static KV cache: the static one is compiled by transformers on CUDA).
 """
 
 from __future__ import annotations
@@ -66,6 +75,11 @@ def page_image(seed: int, width: int, height: int):
                 x += bw + rng.randint(8, 20)
         d.text((130, 60), f"page {seed} {rng.random():.12f}", fill=0)
         return img.convert("RGB")
+
+
+def seed_of(batch_size: int, i: int) -> int:
+    """The i-th page of batch size `batch_size` (the same in the hf and the vLLM runs)."""
+    return 1000 * batch_size + i
 
 
 def gib(n: int) -> float:
@@ -119,6 +133,142 @@ async def run_config(engine, images) -> dict:
     }
 
 
+async def vllm_config(url: str, model: str, images, max_tokens: int, concurrency: int) -> dict:
+    """The same pages through a vLLM server, `concurrency` requests in flight (PNG data URLs, the
+    chandra-1 prompt, greedy, ignore_eos): the like-for-like counterpart of one hf batch size."""
+    import httpx
+
+    from ocrserve.profiles import load_profile
+
+    prompt = load_profile("chandra-1").prompt
+    urls = []
+    for img in images:
+        buf = io.BytesIO()
+        img.save(buf, format="PNG", compress_level=1)
+        urls.append("data:image/png;base64," + base64.b64encode(buf.getvalue()).decode())
+    sem = asyncio.Semaphore(concurrency)
+    usage: list[dict] = []
+    errors: list[str] = []
+    limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
+    async with httpx.AsyncClient(timeout=1800, limits=limits) as c:
+        async def one(u: str) -> None:
+            body = {"model": model, "max_tokens": max_tokens, "temperature": 0.0, "ignore_eos": True,
+                    "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": u}},
+                                                              {"type": "text", "text": prompt}]}]}
+            async with sem:
+                r = await c.post(f"{url}/v1/chat/completions", json=body)
+            if r.status_code != 200:
+                errors.append(f"{r.status_code}: {r.text[:200]}")
+            else:
+                usage.append(r.json().get("usage") or {})
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one(u) for u in urls))
+        elapsed = time.perf_counter() - t0
+    gen = sum(u.get("completion_tokens", 0) for u in usage)
+    return {"pages": len(images), "concurrency": concurrency, "seconds": round(elapsed, 2),
+            "pages_per_s": round(len(images) / elapsed, 4), "generated_tokens": gen,
+            "generated_tokens_per_s": round(gen / elapsed, 1),
+            "prompt_tokens_per_page": sorted({u.get("prompt_tokens") for u in usage}), "errors": errors[:3]}
+
+
+def run_vllm(a, sizes, counts, report, save) -> None:
+    import httpx
+
+    models = httpx.get(f"{a.vllm_url}/v1/models", timeout=10).json()
+    model = models["data"][0]["id"]
+    report["vllm_url"], report["served_model"] = a.vllm_url, model
+    try:
+        report["vllm_version"] = httpx.get(f"{a.vllm_url}/version", timeout=10).json().get("version")
+    except Exception:  # noqa: BLE001 - informative only
+        pass
+    warm = [page_image(900_000 + i, a.width, a.height) for i in range(2)]
+    asyncio.run(vllm_config(a.vllm_url, model, warm, 8, 2))
+    for bs, n in zip(sizes, counts):
+        images = [page_image(seed_of(bs, i), a.width, a.height) for i in range(n)]
+        say(f"vLLM, {bs} in flight: {n} pages x {a.max_new_tokens} tokens ...")
+        r = asyncio.run(vllm_config(a.vllm_url, model, images, a.max_new_tokens, bs))
+        report["results"][str(bs)] = r
+        save()
+        say(f"vLLM, {bs} in flight: {json.dumps(r)}")
+
+
+def profile_phases(engine, a, out: Path) -> dict:
+    """Where one page's time goes: input preparation (CPU), prefill (generate 1 token), a decoding
+    step; and a torch.profiler table of a short generation (batch 1)."""
+    torch = engine._torch
+    sampling = type("Greedy", (), {"temperature": 0.0, "top_p": 1.0})()
+    img = page_image(700_000, a.width, a.height)
+    res: dict = {"attn_implementation": getattr(engine.model.config, "_attn_implementation", None)}
+
+    sync = torch.cuda.synchronize if engine.device.startswith("cuda") else (lambda: None)
+
+    def timed(fn):
+        sync()
+        t = time.perf_counter()
+        v = fn()
+        sync()
+        return time.perf_counter() - t, v
+
+    for bs in (1, 8):
+        prep_s, inputs = timed(lambda: engine.prepare([img] * bs))
+        inputs = {k: v.to(engine.device) for k, v in inputs.items()}
+        inputs["pixel_values"] = inputs["pixel_values"].to(engine.dtype)
+
+        def gen(n):
+            with torch.inference_mode():
+                return engine.model.generate(**inputs, generation_config=engine._generation_config(sampling, n))
+
+        timed(lambda: gen(2))  # warm
+        prefill_s, _ = timed(lambda: gen(1))
+        t65, _ = timed(lambda: gen(65))
+        res[f"batch_{bs}"] = {"prepare_s": round(prep_s, 3), "prefill_s": round(prefill_s, 3),
+                              "decode_step_ms": round((t65 - prefill_s) / 64 * 1000, 1)}
+        say(f"phases, batch {bs}: {res[f'batch_{bs}']}")
+        if bs == 1:
+            from torch.profiler import ProfilerActivity, profile
+
+            with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                wall, _ = timed(lambda: gen(17))
+            ka = prof.key_averages()
+            cuda_us = sum(getattr(e, "self_device_time_total", 0) or 0 for e in ka)
+            res["profile_batch_1_17_tokens"] = {"wall_s": round(wall, 3), "gpu_kernel_s": round(cuda_us / 1e6, 3)}
+            (out / "profile.txt").write_text(
+                "by self GPU time\n" + ka.table(sort_by="self_cuda_time_total", row_limit=25)
+                + "\n\nby CPU time\n" + ka.table(sort_by="cpu_time_total", row_limit=25))
+            say(f"profile: {res['profile_batch_1_17_tokens']}")
+    return res
+
+
+def cache_experiment(engine, a, bs: int, n_tokens: int) -> dict:
+    """generate() at batch `bs`, `n_tokens` tokens: dynamic KV cache, then static (compiled on CUDA), two
+    generations each on the same inputs; the second of each is the steady figure."""
+    torch = engine._torch
+    sampling = type("Greedy", (), {"temperature": 0.0, "top_p": 1.0})()
+    images = [page_image(800_000 + i, a.width, a.height) for i in range(bs)]
+    inputs = engine.prepare(images)
+    inputs = {k: v.to(engine.device) for k, v in inputs.items()}
+    inputs["pixel_values"] = inputs["pixel_values"].to(engine.dtype)
+    res: dict = {"batch": bs, "tokens": n_tokens}
+    sync = torch.cuda.synchronize if engine.device.startswith("cuda") else (lambda: None)
+    for static in (False, True):
+        engine.static_cache = static
+        times = []
+        for _ in range(2):
+            sync()
+            t = time.perf_counter()
+            with torch.inference_mode():
+                out = engine.model.generate(**inputs, generation_config=engine._generation_config(sampling, n_tokens))
+            sync()
+            times.append(round(time.perf_counter() - t, 2))
+        key = "static" if static else "dynamic"
+        res[key] = {"seconds": times, "new_tokens": int(out.shape[1] - inputs["input_ids"].shape[1]),
+                    "pages_per_s_steady": round(bs / times[-1], 4)}
+        say(f"cache experiment {key}: {res[key]}")
+    engine.static_cache = False
+    return res
+
+
 def _page(i: int, img):
     from ocrserve.engines import PageInput
 
@@ -136,16 +286,32 @@ def main() -> int:
     ap.add_argument("--height", type=int, default=2112)
     ap.add_argument("--budget-s", type=float, default=270.0, help="seconds for the measurements after loading")
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--vllm-url", help="measure a vLLM server instead (same pages, batch size = requests in flight)")
+    ap.add_argument("--profile", action="store_true", help="phases of a page and a torch.profiler table first")
+    ap.add_argument("--cache-experiment", metavar="B,N", help="dynamic vs static KV cache at batch B, N tokens")
+    ap.add_argument("--static-cache", action="store_true", help="the measured runs use the static (compiled) cache")
     a = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    if not a.model:
+    if not a.model and not a.vllm_url:
         ap.error("--model or $CHANDRA1_SHAPE is needed")
-    sizes = [int(x) for x in a.batch_sizes.split(",")]
-    counts = [int(x) for x in a.pages.split(",")]
+    sizes = [int(x) for x in a.batch_sizes.split(",") if x]
+    counts = [int(x) for x in a.pages.split(",") if x]
     if len(sizes) != len(counts):
         ap.error("--batch-sizes and --pages need the same number of entries")
+    if a.vllm_url:
+        report = {"benchmark": "vLLM server, the pages of bench/hf_gpu.py, fixed output length, B requests in flight",
+                  "command": " ".join([Path(sys.executable).name, *sys.argv]),
+                  "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+                  "settings": {"max_new_tokens": a.max_new_tokens, "page_size": [a.width, a.height],
+                               "sampling": "greedy", "ignore_eos": True, "prompt": "chandra-1 layout prompt"},
+                  "results": {}}
+        path = out / "vllm_same_pages.json"
+        run_vllm(a, sizes, counts, report, lambda: path.write_text(json.dumps(report, indent=2)))
+        say(f"wrote {path}")
+        return 0
 
     import torch
     import transformers
@@ -177,13 +343,21 @@ def main() -> int:
     profile = load_profile("chandra-1").model_copy(update={"max_retries": 0})
     t0 = time.perf_counter()
     engine = HFEngine(profile, checkpoint=a.model, device=a.device, dtype="bf16", batch_size=max(sizes),
-                      max_tokens=a.max_new_tokens, ignore_eos=True, random_weights=True)
+                      max_tokens=a.max_new_tokens, ignore_eos=True, random_weights=True, static_cache=a.static_cache)
+    report["settings"]["static_cache"] = a.static_cache
     report["load_s"] = round(time.perf_counter() - t0, 1)
     report["weights_gib"] = gib(torch.cuda.memory_allocated()) if torch.cuda.is_available() else None
     say(f"model ready in {report['load_s']} s, {report['weights_gib']} GiB on the GPU")
     report["prepare_check"] = check_prepare(engine, a.model, page_image(10_000, a.width, a.height))
     say(f"input preparation vs AutoProcessor: {report['prepare_check']}")
     save()
+    if a.profile:
+        report["phases"] = profile_phases(engine, a, out)
+        save()
+    if a.cache_experiment:
+        b, n = (int(x) for x in a.cache_experiment.split(","))
+        report["cache_experiment"] = cache_experiment(engine, a, b, n)
+        save()
 
     async def bench() -> None:
         # warm-up: kernels, allocator; not measured
@@ -194,7 +368,6 @@ def main() -> int:
         engine.max_tokens = a.max_new_tokens
         start = time.perf_counter()
         step_s = None  # seconds a decoding step, from the last configuration (an upper bound for smaller ones)
-        seed = 0
         for bs, n in zip(sizes, counts):
             left = a.budget_s - (time.perf_counter() - start)
             batches = -(-n // bs)
@@ -211,8 +384,7 @@ def main() -> int:
                     batches = fit
                     n = min(n, fit * bs)
             engine.batch_size = bs
-            images = [page_image(seed + i, a.width, a.height) for i in range(n)]
-            seed += n
+            images = [page_image(seed_of(bs, i), a.width, a.height) for i in range(n)]
             say(f"batch size {bs}: {n} pages x {a.max_new_tokens} tokens ...")
             try:
                 r = await run_config(engine, images)

@@ -264,6 +264,7 @@ class HFEngine:
         batch_wait_ms: float = 5.0,
         ignore_eos: bool = False,
         random_weights: bool = False,
+        static_cache: bool = False,
         **_: Any,
     ) -> None:
         """
@@ -271,7 +272,9 @@ class HFEngine:
         auto. dtype: bf16/fp16/fp32 (default by device). batch_size: pages per generate() call.
         max_tokens: overrides the profile's token limit. ignore_eos and random_weights are for
         benchmarks: a fixed output length, and weights drawn at random from the config (no weights on
-        disk, like vLLM's --load-format dummy).
+        disk, like vLLM's --load-format dummy). static_cache: a preallocated KV cache, with which
+        transformers compiles the decoding step on CUDA (torch.compile; the first batch of each size
+        pays for the compilation).
         """
         if batch_size < 1:
             raise EngineError(f"batch_size must be at least 1, got {batch_size}")
@@ -285,6 +288,7 @@ class HFEngine:
         self.max_tokens = max_tokens
         self.batch_wait_s = max(0.0, batch_wait_ms) / 1000.0
         self.ignore_eos = ignore_eos
+        self.static_cache = static_cache
         self._torch = torch
 
         folder = resolve_checkpoint(self.checkpoint)
@@ -516,6 +520,8 @@ class HFEngine:
             kwargs.update(do_sample=False)
         if self.ignore_eos:
             kwargs["min_new_tokens"] = n_tokens
+        if self.static_cache:
+            kwargs["cache_implementation"] = "static"
         return GenerationConfig(**kwargs)
 
     def _generate(self, batch: list[_Request]) -> list[_Generated]:
