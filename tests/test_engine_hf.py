@@ -409,3 +409,51 @@ def test_convert_through_the_pipeline_with_engine_hf(tiny_model_dir, tmp_path, m
         x0, y0, x1, y1 = page.blocks[0].bbox  # [10, 20, 500, 80] of 1024, in image pixels
         assert x0 == pytest.approx(10 / 1024 * size[0], abs=1) and y1 == pytest.approx(80 / 1024 * size[1], abs=1)
     assert "Hello tiny model" in (tmp_path / "out" / "a" / "a.md").read_text()
+
+
+async def test_static_cache_writes_what_the_dynamic_cache_writes(tiny_model_dir):
+    # `--compile`: a preallocated KV cache (compiled on CUDA); greedy answers must not change, also for a
+    # left-padded batch of pages of different sizes
+    pages = [_page(0, (64, 64)), _page(1, (96, 64)), _page(2, (64, 32))]
+    answers = {}
+    for static in (False, True):
+        eng = HFEngine(_profile(), checkpoint=str(tiny_model_dir), device="cpu", batch_size=3, max_tokens=10,
+                       ignore_eos=True, static_cache=static)
+        calls = []
+        original = eng.model.generate
+
+        def generate(**kwargs):
+            calls.append(kwargs["generation_config"].cache_implementation)
+            return original(**kwargs)
+
+        eng.model.generate = generate
+        results = await asyncio.gather(*(eng.ocr(p) for p in pages))
+        await eng.aclose()
+        assert calls == ["static" if static else None]
+        assert all(r.completion_tokens == 10 for r in results)
+        answers[static] = [r.raw for r in results]
+    assert answers[True] == answers[False]
+    assert len(set(answers[False])) > 1  # the pages differ, and so do the random model's answers
+
+
+def test_convert_cli_compile_option_reaches_the_engine(tiny_model_dir, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from ocrserve.cli import app
+
+    seen = {}
+    original_init = HFEngine.__init__
+
+    def init(self, *args, **kwargs):
+        seen.update(kwargs)
+        original_init(self, *args, **kwargs)
+        script_model(self, [[GOOD]])
+
+    monkeypatch.setattr(HFEngine, "__init__", init)
+    Image.new("RGB", (80, 60), "white").save(tmp_path / "p.png")
+    res = CliRunner().invoke(app, ["convert", str(tmp_path / "p.png"), "-o", str(tmp_path / "out"), "--engine", "hf",
+                                   "--checkpoint", str(tiny_model_dir), "--device", "cpu", "--compile",
+                                   "--no-fallback", "--quiet", "--render-workers", "1"])
+    assert res.exit_code == 0, res.output
+    assert seen.get("static_cache") is True
+    assert "Hello tiny model" in (tmp_path / "out" / "p" / "p.md").read_text()

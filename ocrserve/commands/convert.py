@@ -98,6 +98,10 @@ def register(app: typer.Typer) -> None:
         checkpoint: Optional[str] = typer.Option(None, "--checkpoint", help="hf engine: Hub id or folder (default: the profile's)"),
         device: Optional[str] = typer.Option(None, "--device", help="hf engine: cuda, mps or cpu"),
         batch_size: Optional[int] = typer.Option(None, "--batch-size", help="hf engine: pages per generate() batch"),
+        compile_: bool = typer.Option(
+            False, "--compile",
+            help="hf engine: static KV cache, decoding compiled with torch.compile on CUDA (the first batch of "
+                 "each size compiles for 1-2 minutes; then 1.4-8.6x faster on an H200, bench/results/gpu-h200/hf-engine)"),
         render_workers: Optional[int] = typer.Option(None, "--render-workers", help="page-rendering processes"),
         max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="output token limit a page (default: the profile's)"),
         ignore_eos: bool = typer.Option(False, "--ignore-eos", help="benchmarks with weightless models: always generate --max-tokens"),
@@ -128,6 +132,8 @@ def register(app: typer.Typer) -> None:
                 opts[k] = v
         if ignore_eos:
             opts["ignore_eos"] = True
+        if compile_:
+            opts["static_cache"] = True
         display = _Display(json_log, quiet)
 
         async def main() -> Any:
