@@ -134,7 +134,8 @@ class Converter:
         # a long-lived service shares one engine and one pool between conversions
         self._own_pool = pool is None
         self.pool = pool or ResilientPool(
-            default_workers(render_workers or self.settings.render_workers, cap=8), start_method=self.settings.mp_start
+            default_workers(render_workers or self.settings.render_workers, cap=8), start_method=self.settings.mp_start,
+            task_timeout=self.settings.render_timeout_s or None,
         )
         # on_delta(doc_name, page_index, text): raw model text as it streams (engines that stream)
         self.on_delta = on_delta

@@ -28,6 +28,9 @@ class Settings(BaseSettings):
     render_workers: int = 0
     # how worker processes start: fork (Linux default), spawn or forkserver
     mp_start: str | None = None
+    # seconds a render worker may spend on one task (open, render a page) before it is killed and the
+    # document fails with a timeout; 0 = no limit
+    render_timeout_s: float = 120.0
     # worker processes for the lite engine (0 = cpu count, at most 8)
     lite_workers: int = 0
     # per-request timeout in seconds

@@ -326,3 +326,45 @@ def test_a_running_conversion_keeps_its_staging_folder(tmp_path):
     dead.mkdir()
     clean_stale_staging(out)
     assert live.is_dir() and not dead.exists()
+
+
+def _render_hanging_on_hang(path, *args, **kwargs):
+    """render_page, except that it never returns for a file named hang* (a PDF pdfium loops on)."""
+    from ocrserve.ingest.render import render_page
+
+    if Path(path).name.startswith("hang"):
+        time.sleep(3600)
+    return render_page(path, *args, **kwargs)
+
+
+def test_a_document_that_hangs_the_renderer_fails_alone_with_a_timeout(tmp_path, monkeypatch):
+    import ocrserve.pipeline as pipeline
+
+    monkeypatch.setattr(pipeline, "render_page", _render_hanging_on_hang)  # forked workers see it too
+    monkeypatch.setenv("OCRSERVE_RENDER_TIMEOUT_S", "1.5")
+    d = tmp_path / "in"
+    d.mkdir()
+    helpers.text_pdf(d / "good.pdf", pages=2, title="Good")
+    helpers.text_pdf(d / "hang.pdf", pages=1, title="Hang")
+    helpers.text_pdf(d / "later.pdf", pages=1, title="Later")
+
+    async def main():
+        conv = Converter(engine="lite", output_dir=tmp_path / "out", render_workers=2)
+        try:
+            return await conv.run([str(d)])
+        finally:
+            await conv.aclose()
+
+    import asyncio
+
+    t0 = time.monotonic()
+    summary = asyncio.run(main())
+    assert time.monotonic() - t0 < 120
+    by_name = {r.name: r for r in summary.results}
+    assert by_name["good"].status == "ok" and by_name["later"].status == "ok"
+    hang = by_name["hang"]
+    assert hang.status != "ok"
+    page = hang.document.pages[0] if hang.document else None
+    reason = (page.error if page else None) or hang.error or ""
+    assert "timed out after 1.5 s (twice)" in reason, (hang, page)
+    assert "Good" in (tmp_path / "out" / "good" / "good.md").read_text()

@@ -113,3 +113,46 @@ def test_start_method_avoids_fork_where_ray_runs(monkeypatch):
         assert poolmod.default_start_method() == "spawn"
     monkeypatch.setenv("OCRSERVE_MP_START", "forkserver")
     assert poolmod.default_start_method() == "forkserver"
+
+
+def _hang_on(x: int, pidfile: str) -> int:
+    if x == 2:
+        Path(pidfile).write_text(str(os.getpid()))
+        time.sleep(3600)  # a PDF pdfium loops on
+    time.sleep(0.2)
+    return x
+
+
+async def test_a_stuck_task_times_out_alone_and_the_pool_goes_on(tmp_path):
+    """A task past the timeout is killed and retried alone; stuck again, it fails with WorkerTimeout. The
+    tasks that were running beside it are retried and succeed, and the pool works afterwards."""
+    from ocrserve.ingest.pool import WorkerTimeout
+
+    pidfile = str(tmp_path / "stuck.pid")
+    pool = ResilientPool(2, task_timeout=2.0)
+    try:
+        t0 = time.monotonic()
+        results = await asyncio.gather(*(pool.run(_hang_on, i, pidfile) for i in range(6)), return_exceptions=True)
+        elapsed = time.monotonic() - t0
+        assert isinstance(results[2], WorkerTimeout) and "timed out after 2 s (twice)" in str(results[2])
+        assert [r for i, r in enumerate(results) if i != 2] == [0, 1, 3, 4, 5]
+        assert elapsed < 60  # not the hour the task would sleep
+        assert await pool.run(_square, 5) == 25
+    finally:
+        pool.shutdown()
+    stuck = int(Path(pidfile).read_text())
+    deadline = time.monotonic() + 10
+    while psutil.pid_exists(stuck) and psutil.Process(stuck).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the stuck worker is still running"
+        time.sleep(0.1)
+
+
+def test_timeout_setting(monkeypatch):
+    from ocrserve.ingest.pool import default_task_timeout
+
+    monkeypatch.setenv("OCRSERVE_RENDER_TIMEOUT_S", "7.5")
+    assert default_task_timeout() == 7.5 and ResilientPool(1).task_timeout == 7.5
+    monkeypatch.setenv("OCRSERVE_RENDER_TIMEOUT_S", "0")
+    assert default_task_timeout() is None
+    monkeypatch.delenv("OCRSERVE_RENDER_TIMEOUT_S")
+    assert default_task_timeout() == 120.0

@@ -264,3 +264,31 @@ def test_isolated_child_exits_with_its_owner(tmp_path):
     while alive(child) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not alive(child), f"render child {child} outlived its owner"
+
+
+def test_isolated_call_that_hangs_is_killed_and_fails_with_a_timeout():
+    import os
+    import time
+
+    from ocrserve.distributed.isolate import IsolatedCalls
+    from ocrserve.ingest.pool import WorkerTimeout
+
+    calls = IsolatedCalls(timeout=1.5)
+    try:
+        child = calls.call(os.getpid)
+        t0 = time.monotonic()
+        with pytest.raises(WorkerTimeout, match=r"timed out after 1.5 s \(twice\)"):
+            calls.call(time.sleep, 3600)
+        assert time.monotonic() - t0 < 30
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.kill(child, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the stuck child is still running")
+        assert calls.call(abs, -4) == 4  # a fresh child for the next call
+    finally:
+        calls.close()

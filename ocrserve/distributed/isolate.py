@@ -21,10 +21,11 @@ import multiprocessing as mp
 import os
 import threading
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, TypeVar
 
-from ..ingest.pool import WorkerCrash
+from ..ingest.pool import WorkerCrash, WorkerTimeout, default_task_timeout, kill_workers
 
 log = logging.getLogger(__name__)
 
@@ -99,10 +100,12 @@ _EXIT_HOOKED = False
 
 
 class IsolatedCalls:
-    """Runs picklable functions in one child process; a crash is retried once, then WorkerCrash."""
+    """Runs picklable functions in one child process; a crash is retried once, then WorkerCrash; a call
+    that runs past the timeout kills the child and is retried once, then WorkerTimeout."""
 
-    def __init__(self, start_method: str | None = None) -> None:
+    def __init__(self, start_method: str | None = None, timeout: float | None | str = "default") -> None:
         self._ctx = mp.get_context(start_method or _start_method())
+        self.timeout = default_task_timeout() if timeout == "default" else timeout
         self._pool: ProcessPoolExecutor | None = None
         self._lock = threading.Lock()
 
@@ -135,7 +138,15 @@ class IsolatedCalls:
             for attempt in (1, 2):
                 pool = self._ensure()
                 try:
-                    return pool.submit(fn, *args).result()
+                    return pool.submit(fn, *args).result(timeout=self.timeout)
+                except FutureTimeout:
+                    log.warning("the render child was stuck for %g s (%s, attempt %d); killing it",
+                                self.timeout, getattr(fn, "__name__", fn), attempt)
+                    kill_workers(pool)
+                    self._drop(pool)
+                    if attempt == 2:
+                        raise WorkerTimeout(f"timed out after {self.timeout:g} s (twice): the worker was stuck on "
+                                            "this document (OCRSERVE_RENDER_TIMEOUT_S sets the limit)") from None
                 except BrokenProcessPool:
                     log.warning("the render child process died (%s, attempt %d); restarting it",
                                 getattr(fn, "__name__", fn), attempt)

@@ -2,7 +2,9 @@
 
 A corrupt PDF can take pdfium (and its worker process) down. The pool is then rebuilt, the task
 that was running is tried once more, and if it crashes again it fails alone; the other documents
-go on.
+go on. A task that hangs (a PDF pdfium loops on) is stopped after the task timeout: the pool's
+processes are killed, and that task and the others that were running are retried like after a
+crash; a task that hangs again fails with WorkerTimeout.
 """
 
 from __future__ import annotations
@@ -69,9 +71,35 @@ class WorkerCrash(Exception):
     """The worker process died while handling this task."""
 
 
+class WorkerTimeout(WorkerCrash):
+    """The task ran past the pool's task timeout; its worker was killed."""
+
+
+def default_task_timeout() -> float | None:
+    """Seconds a render task may take (OCRSERVE_RENDER_TIMEOUT_S, default 120; 0 = no limit)."""
+    from ..settings import Settings
+
+    value = Settings().render_timeout_s
+    return value if value > 0 else None
+
+
+def kill_workers(pool: ProcessPoolExecutor) -> None:
+    """SIGKILL the pool's worker processes (a stuck pdfium call cannot be interrupted otherwise); the
+    executor then reports the pool broken to every waiting task."""
+    procs = getattr(pool, "_processes", None) or {}
+    for proc in list(procs.values()):
+        try:
+            proc.kill()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
 class ResilientPool:
-    def __init__(self, workers: int, initializer=None, initargs=(), start_method: str | None = None) -> None:
+    def __init__(self, workers: int, initializer=None, initargs=(), start_method: str | None = None,
+                 task_timeout: float | None | str = "default") -> None:
+        """task_timeout: seconds a task may run (None: no limit; "default": OCRSERVE_RENDER_TIMEOUT_S or 120)."""
         self.workers = workers
+        self.task_timeout = default_task_timeout() if task_timeout == "default" else task_timeout
         self._initializer, self._initargs = initializer, initargs
         self._ctx = mp.get_context(start_method or default_start_method())
         self._pool: ProcessPoolExecutor | None = None
@@ -95,25 +123,43 @@ class ResilientPool:
         if kwargs:
             fn = partial(fn, **kwargs)
         gen = self._generation
+        pool = self._ensure()
         try:
-            return await loop.run_in_executor(self._ensure(), fn, *args)
+            return await asyncio.wait_for(loop.run_in_executor(pool, fn, *args), self.task_timeout)
+        except asyncio.TimeoutError:
+            # stuck: a document pdfium loops on, or (rarely) a worker forked while another thread held a
+            # lock; kill the pool's processes and try once more alone, like after a crash
+            log.warning("a worker was stuck for %g s (%s); killing the pool's processes",
+                        self.task_timeout, getattr(fn, "__name__", "task"))
+            kill_workers(pool)
+            await self._rebuild(gen)
         except BrokenProcessPool:
-            async with self._lock:
-                if gen == self._generation:  # first to notice: rebuild the shared pool
-                    log.warning("a worker process died; restarting the pool")
-                    old, self._pool = self._pool, None
-                    self._generation += 1
-                    if old is not None:
-                        old.shutdown(wait=False, cancel_futures=True)
+            await self._rebuild(gen)
         async with self._solo:  # at most `workers` lone retries at a time
             solo = ProcessPoolExecutor(max_workers=1, mp_context=self._ctx, initializer=_worker_init,
                                        initargs=(self._initializer, self._initargs))
             try:
-                return await loop.run_in_executor(solo, fn, *args)
+                return await asyncio.wait_for(loop.run_in_executor(solo, fn, *args), self.task_timeout)
+            except asyncio.TimeoutError:
+                kill_workers(solo)
+                raise self._timeout_error() from None
             except BrokenProcessPool:
                 raise WorkerCrash("the worker process crashed on this document (twice)") from None
             finally:
                 solo.shutdown(wait=False)
+
+    def _timeout_error(self) -> WorkerTimeout:
+        return WorkerTimeout(f"timed out after {self.task_timeout:g} s (twice): the worker was stuck on this "
+                             "document (OCRSERVE_RENDER_TIMEOUT_S sets the limit)")
+
+    async def _rebuild(self, gen: int) -> None:
+        async with self._lock:
+            if gen == self._generation:  # first to notice: rebuild the shared pool
+                log.warning("a worker process died; restarting the pool")
+                old, self._pool = self._pool, None
+                self._generation += 1
+                if old is not None:
+                    old.shutdown(wait=False, cancel_futures=True)
 
     def shutdown(self) -> None:
         if self._pool is not None:

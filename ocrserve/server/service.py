@@ -187,7 +187,8 @@ class Service:
         self.settings = settings
         self.engine = engine
         self.profile = profile or getattr(engine, "profile", None) or load_profile(settings.model)
-        self.pool = ResilientPool(default_workers(settings.render_workers, cap=8), start_method=settings.mp_start)
+        self.pool = ResilientPool(default_workers(settings.render_workers, cap=8), start_method=settings.mp_start,
+                                  task_timeout=settings.render_timeout_s or None)
         self.images = ImageCache(settings.page_image_cache)
         self.metrics: Metrics  # set by the app
         self._lite: Engine | None = None  # the fallback engine, made on first use
