@@ -33,8 +33,9 @@ class Settings(BaseSettings):
     render_timeout_s: float = 120.0
     # worker processes for the lite engine (0 = cpu count, at most 8)
     lite_workers: int = 0
-    # per-request timeout in seconds
-    request_timeout: float = 600.0
+    # seconds a request to the server may take (a streamed one: between two pieces); unset: 600, or for
+    # whole answers enough for the page's token limit at 8 tokens/s (60 + max_tokens / 8; 1,608 s at 12,384)
+    request_timeout: float | None = None
     # give up on a page after this many connection errors / 5xx answers
     max_connection_retries: int = 5
     # hand pages the model cannot read to the lite engine

@@ -357,3 +357,16 @@ async def test_replicas_share_the_pages(standin):
         assert standin.stats()["total_requests"] >= 2 and other.stats()["total_requests"] >= 2
     finally:
         other.stop()
+
+
+def test_default_timeout_gives_the_longest_page_time(monkeypatch):
+    # a whole answer arrives only at the end: the default covers the page's token limit at 8 tokens/s
+    monkeypatch.delenv("OCRSERVE_REQUEST_TIMEOUT", raising=False)
+    s = get_settings()
+    assert s.request_timeout is None
+    budget = load_profile("chandra-1").sampling.max_tokens
+    assert OpenAIEngine("chandra-1", server="http://x", settings=s).timeout == pytest.approx(60 + budget / 8)
+    assert OpenAIEngine("chandra-1", server="http://x", settings=s, max_tokens=1024).timeout == 600
+    assert OpenAIEngine("chandra-1", server="http://x", settings=s, stream=True).timeout == 600  # between pieces
+    assert OpenAIEngine("chandra-1", server="http://x", settings=get_settings(request_timeout=90)).timeout == 90
+    assert OpenAIEngine("chandra-1", server="http://x", settings=s, timeout=5).timeout == 5

@@ -174,7 +174,7 @@ class OpenAIEngine:
         self.stream = bool(stream)
         self.max_tokens = max_tokens
         self.ignore_eos = bool(ignore_eos)
-        self.timeout = float(timeout or self.settings.request_timeout)
+        self.timeout = float(timeout or self.settings.request_timeout or self._default_timeout())
         self.max_connection_retries = int(self.settings.max_connection_retries)
         self.backoff_s = float(backoff_s)
         self.max_backoff_s = float(max_backoff_s)
@@ -188,6 +188,15 @@ class OpenAIEngine:
         self._prompt_overhead: int | None = None   # prompt tokens beyond the image's, learned from usage
 
     # ------------------------------------------------------------------ setup
+
+    def _default_timeout(self) -> float:
+        """A whole (non-streamed) answer arrives only when the page is done: give the longest page the
+        profile allows time at a slow 8 tokens/s a request (a busy server, a small GPU). A streamed
+        request's timeout holds between two pieces: 600 s is ample."""
+        if self.stream:
+            return 600.0
+        budget = self.max_tokens or self.profile.sampling.max_tokens or 0
+        return max(600.0, 60.0 + budget / 8.0)
 
     def capacity(self) -> int:
         return self._concurrency
