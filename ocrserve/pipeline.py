@@ -105,8 +105,11 @@ class Converter:
         pool: ResilientPool | None = None,
         on_delta: Callable[[str, int, str], Any] | None = None,
         fallback_engine: Engine | None = None,
+        known_pages: Callable[[str, str], dict[int, Page]] | None = None,
         **engine_options: Any,
     ) -> None:
+        # known_pages(name, sha256) -> pages already converted (a resumed API job): used as they are
+        self.known_pages = known_pages
         self.settings = settings or get_settings()
         self.profile = load_profile(model or self.settings.model)
         self.output_dir = Path(output_dir) if output_dir else None
@@ -229,7 +232,7 @@ class Converter:
         finally:
             slots.release()
         st.pages[index] = page
-        self._emit("page_done", name=st.src.name, index=index, status=page.status, error=page.error)
+        self._emit("page_done", name=st.src.name, index=index, status=page.status, error=page.error, page=page)
         if len(st.pages) == len(st.indices):
             await self._finish_doc(st)
 
@@ -365,7 +368,19 @@ class Converter:
                 st = _DocState(src=src, info=info, indices=indices, staging=staging)
                 states.append(st)
                 self._emit("doc_start", name=src.name, pages=len(indices))
+                known = self.known_pages(src.name, info.sha256) if self.known_pages else {}
                 for i in indices:
+                    page = known.get(i)
+                    if page is not None and page.index == i and page.status != "failed":
+                        st.pages[i] = page
+                        self._emit("page_done", name=src.name, index=i, status=page.status, error=page.error,
+                                   page=page, resumed=True)
+                if len(st.pages) == len(indices):
+                    await self._finish_doc(st)
+                    continue
+                for i in indices:
+                    if i in st.pages:
+                        continue
                     await slots.acquire()
                     t = asyncio.create_task(self._page_task(st, i, slots))
                     tasks.add(t)

@@ -90,21 +90,31 @@ def test_streams_dropped_mid_conversion_give_back_their_slot_and_files(api_open:
             # more dropped streams than the key may run at once: a leaked slot shows as a 429 here
             for i in range(PER_KEY + 4):
                 kinds: list[str] = []
-                async with c.stream("POST", "/v1/convert", params={"stream": "true"},
-                                    files={"file": ("b.pdf", pdfs["three"].read_bytes())}) as r:
-                    assert r.status_code == 200, (r.status_code, await r.aread())
-                    if i % 2:
-                        continue  # go away as soon as the answer starts, before any event
-                    async for line in r.aiter_lines():
-                        if line.startswith("event:"):
-                            kinds.append(line[6:].strip())
-                        if "page_started" in kinds:
-                            break  # the conversion is at the engine: go away mid-stream
-                seen.append(kinds)
+                # the service notices a client gone only a moment later: a slot may be busy for that
+                # moment, a leaked one stays busy (and fails this after 10 s)
+                deadline = time.monotonic() + 10
+                while True:
+                    async with c.stream("POST", "/v1/convert", params={"stream": "true"},
+                                        files={"file": ("b.pdf", pdfs["three"].read_bytes())}) as r:
+                        if r.status_code == 429 and time.monotonic() < deadline:
+                            await r.aread()
+                            await asyncio.sleep(0.1)
+                            continue
+                        assert r.status_code == 200, (r.status_code, await r.aread())
+                        if i % 2:
+                            break  # go away as soon as the answer starts, before any event
+                        async for line in r.aiter_lines():
+                            if line.startswith("event:"):
+                                kinds.append(line[6:].strip())
+                            if "page_started" in kinds:
+                                break  # the conversion is at the engine: go away mid-stream
+                        break
+                if i % 2 == 0:
+                    seen.append(kinds)
         return seen
 
     seen = asyncio.run(drop_streams())
-    assert all(k[0] == "page_started" and "done" not in k for k in seen[::2]), seen
+    assert len(seen) == (PER_KEY + 5) // 2 and all(k[0] == "page_started" and "done" not in k for k in seen), seen
     # the dropped conversions stop (their pages leave the engine) long before the stand-in would answer
     _wait_for("pages at the engine after the streams went away", lambda: _in_flight(api_open) == 0)
     _wait_for("upload folders of dropped streams removed", lambda: _leftovers(api_open) == [])

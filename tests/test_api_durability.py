@@ -1,4 +1,5 @@
-"""Jobs survive the service: SIGKILL mid-job, restart on the same data directory, the job completes."""
+"""Jobs survive the service: SIGKILL mid-job, restart on the same data directory, the job completes
+without converting again the pages it had finished."""
 
 from __future__ import annotations
 
@@ -47,8 +48,13 @@ def test_sigkill_mid_job_then_restart_completes_every_page(standin: StandIn, tmp
         status = dict(db.execute("SELECT id, status FROM jobs").fetchall())
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert status[job_id] == "running" and status[queued] == "queued"
+    # the pages it finished are kept for the resume
+    kept = sorted(int(f.stem) for f in (data / "jobs" / job_id / "pages").glob("*.json"))
+    assert len(kept) >= 1 and kept == list(range(len(kept)))  # one page at a time, in order
 
     standin.control(delay_s=0.0, max_concurrency=0)
+    time.sleep(0.5)  # a request the killed service left at the stand-in has arrived by now
+    requests_before = standin.stats()["total_requests"]
     api2 = ApiProcess(standin.url, data, ENV, log_path=tmp_path / "second.log").start()
     try:
         c = httpx.Client(base_url=api2.url, timeout=30, headers=H)
@@ -64,6 +70,9 @@ def test_sigkill_mid_job_then_restart_completes_every_page(standin: StandIn, tmp
             doc = c.get(f"/v1/jobs/{jid}/result").json()
             assert [p["index"] for p in doc["pages"]] == list(range(pages))
             assert all(p["status"] == "ok" and p["blocks"] for p in doc["pages"])
+        # the resumed job asked the model only for the pages it did not have; the queued one for all
+        assert standin.stats()["total_requests"] - requests_before == (pages - len(kept)) + pages
+        assert not (data / "jobs" / job_id / "pages").exists()  # a finished job keeps only its result
         first = c.get(f"/v1/jobs/{job_id}").json()
         assert first["attempts"] == 2  # claimed by the killed service, then again after the restart
         assert "resuming 1 job" in api2.log()

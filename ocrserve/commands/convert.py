@@ -60,7 +60,7 @@ class _Display:
             if self.bar:
                 self.bar.update(self.pages_task, advance=1, rate=f"{rate:.2f} pages/s")
             if self.json_log:
-                self._json(event="page_done", **data)
+                self._json(event="page_done", **{k: v for k, v in data.items() if k != "page"})
         elif kind == "doc_done":
             r = data["result"]
             self.docs_done += 1

@@ -232,8 +232,11 @@ class Service:
 
     # ------------------------------------------------------------------ converting
     async def convert(self, checked: Checked, *, sink: Sink | None = None, stream: bool = False,
-                      on_page: Callable[[int, str], None] | None = None) -> tuple[DocResult, bool, TapEngine]:
-        """Run the pipeline on one checked upload. Returns (result, interrupted, tap)."""
+                      on_page: Callable[[int, str, Any], None] | None = None,
+                      known_pages: dict[int, Any] | None = None) -> tuple[DocResult, bool, TapEngine]:
+        """Run the pipeline on one checked upload. Returns (result, interrupted, tap). on_page(index,
+        status, page) follows each page; known_pages (index -> Page, from an interrupted run of the same
+        upload) are used as they are, not converted again."""
         tap = TapEngine(self.engine, self, sink, stream)
 
         async def fallback() -> Engine:
@@ -242,11 +245,12 @@ class Service:
 
         def on_event(kind: str, data: dict[str, Any]) -> None:
             if kind == "page_done":
-                self.metrics.pages.labels(status=data["status"]).inc()
-                if data["status"] == "failed":
-                    self.metrics.failures.labels(kind="page").inc()
+                if not data.get("resumed"):
+                    self.metrics.pages.labels(status=data["status"]).inc()
+                    if data["status"] == "failed":
+                        self.metrics.failures.labels(kind="page").inc()
                 if on_page:
-                    on_page(data["index"], data["status"])
+                    on_page(data["index"], data["status"], data.get("page"))
                 if sink is not None:
                     sink("page_done", {
                         "page": data["index"], "status": data["status"], "error": data.get("error"),
@@ -254,7 +258,8 @@ class Service:
                     })
 
         conv = _Converter(engine=tap, model=self.profile, settings=self.settings, pages=checked.pages,
-                          pool=self.pool, figures=False, on_event=on_event, fallback_engine=fallback)
+                          pool=self.pool, figures=False, on_event=on_event, fallback_engine=fallback,
+                          known_pages=(lambda name, sha: known_pages) if known_pages else None)
         try:
             summary = await conv.run([checked.path])
         finally:

@@ -1,7 +1,9 @@
 """The job worker: tasks that take queued jobs from the store and convert them with the shared engine.
 
 A finished job keeps its result; its input is removed at once. A job deleted while it runs is cancelled
-(`cancel`); its id is remembered only until that cancellation has been handled.
+(`cancel`); its id is remembered only until that cancellation has been handled. Each converted page is
+kept in the job's `pages/` folder until the job ends, so a job interrupted by a stop (or a kill) goes
+on after the restart from where it was: only its missing pages are converted.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import shutil
 from pathlib import Path
 
+from ..document import Page
 from ..render import render_json
 from .jobs import JobStore
 from .service import Checked, Service
@@ -77,7 +80,17 @@ class JobWorker:
         job_id = job["id"]
         counts = {"done": 0, "failed": 0}
 
-        def on_page(index: int, status: str) -> None:
+        pages_dir = self.store.job_dir(job_id) / "pages"
+        known = await asyncio.to_thread(_load_pages, pages_dir)
+        if known:
+            log.info("job %s: %d page(s) kept from an interrupted run", job_id, len(known))
+
+        def on_page(index: int, status: str, page: Page | None = None) -> None:
+            if page is not None and status != "failed" and index not in known:  # kept before it is counted
+                try:
+                    _write_page(pages_dir, page)
+                except OSError as e:  # a checkpoint is a saving, never a failure
+                    log.warning("job %s: cannot keep page %d for a resume: %s", job_id, index + 1, e)
             counts["done"] += 1
             counts["failed"] += status == "failed"
             self.store.progress(job_id, counts["done"], counts["failed"])
@@ -85,7 +98,7 @@ class JobWorker:
         checked = Checked(path=Path(job["input_path"]), filename=job["filename"], info=None, pages=job["pages"],
                           selected=job["pages_total"])
         try:
-            result, interrupted, _ = await self.service.convert(checked, on_page=on_page)
+            result, interrupted, _ = await self.service.convert(checked, on_page=on_page, known_pages=known)
         except asyncio.CancelledError:
             interrupted = True
             result = None
@@ -119,6 +132,7 @@ class JobWorker:
         before the input is gone, the next start's tidy removes it."""
         if self.store.finish(job_id, status, **kw):  # type: ignore[arg-type]
             await asyncio.to_thread(self.store.drop_input, job_id)
+            await asyncio.to_thread(shutil.rmtree, self.store.job_dir(job_id) / "pages", True)
 
     def _write_result(self, job_id: str, text: str) -> None:
         """In a thread, which runs to its end even if the job is cancelled meanwhile: a job deleted while
@@ -138,3 +152,26 @@ def _write_atomic(path: Path, text: str) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def _write_page(folder: Path, page: Page) -> None:
+    """One finished page of a running job (atomic: a torn file would only be converted again)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{page.index}.json.tmp"
+    tmp.write_text(page.model_dump_json(), encoding="utf-8")
+    os.replace(tmp, folder / f"{page.index}.json")
+
+
+def _load_pages(folder: Path) -> dict[int, Page]:
+    """The pages an interrupted run of the job finished (unreadable ones are left out: converted again)."""
+    pages: dict[int, Page] = {}
+    if not folder.is_dir():
+        return pages
+    for f in folder.glob("*.json"):
+        try:
+            page = Page.model_validate_json(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if f.stem == str(page.index):
+            pages[page.index] = page
+    return pages
