@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -30,7 +31,7 @@ class Settings(BaseSettings):
     mp_start: str | None = None
     # seconds a render worker may spend on one task (open, render a page) before it is killed and the
     # document fails with a timeout; 0 = no limit
-    render_timeout_s: float = 120.0
+    render_timeout_s: float = Field(120.0, ge=0)
     # worker processes for the lite engine (0 = cpu count, at most 8)
     lite_workers: int = 0
     # seconds a request to the server may take (a streamed one: between two pieces); unset: 600, or for

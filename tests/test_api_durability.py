@@ -49,7 +49,7 @@ def test_sigkill_mid_job_then_restart_completes_every_page(standin: StandIn, tmp
         assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     assert status[job_id] == "running" and status[queued] == "queued"
     # the pages it finished are kept for the resume
-    kept = sorted(int(f.stem) for f in (data / "jobs" / job_id / "pages").glob("*.json"))
+    kept = sorted(int(f.stem) for f in (data / "jobs" / job_id / "pages").glob("*.json") if f.stem.isdigit())
     assert len(kept) >= 1 and kept == list(range(len(kept)))  # one page at a time, in order
 
     standin.control(delay_s=0.0, max_concurrency=0)
@@ -78,3 +78,25 @@ def test_sigkill_mid_job_then_restart_completes_every_page(standin: StandIn, tmp
         assert "resuming 1 job" in api2.log()
     finally:
         api2.stop()
+
+
+def test_kept_pages_are_reused_only_by_the_same_model_and_engine(tmp_path) -> None:
+    import pytest
+
+    from ocrserve.document import Page
+    from ocrserve.server.worker import _load_pages, _write_page
+
+    job = tmp_path / "job"
+    job.mkdir()
+    run = {"model": "chandra-1", "engine": "openai"}
+    for i in (0, 2):
+        _write_page(job / "pages", Page(index=i, width=10, height=10, status="ok"), run)
+    (job / "pages" / "1.json").write_text("{torn")  # a page cut by a kill: converted again
+    assert sorted(_load_pages(job / "pages", run)) == [0, 2]
+    assert _load_pages(job / "pages", {"model": "chandra-2", "engine": "openai"}) == {}
+    assert not (job / "pages").exists()  # another model's pages are dropped
+    # a job deleted while a page finished: its folder is not made again
+    gone = tmp_path / "deleted-job"
+    with pytest.raises(OSError):
+        _write_page(gone / "pages", Page(index=0, width=10, height=10, status="ok"), run)
+    assert not gone.exists()

@@ -142,9 +142,53 @@ async def test_a_stuck_task_times_out_alone_and_the_pool_goes_on(tmp_path):
         pool.shutdown()
     stuck = int(Path(pidfile).read_text())
     deadline = time.monotonic() + 10
-    while psutil.pid_exists(stuck) and psutil.Process(stuck).status() != psutil.STATUS_ZOMBIE:
+    while True:
+        try:
+            if psutil.Process(stuck).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
         assert time.monotonic() < deadline, "the stuck worker is still running"
         time.sleep(0.1)
+
+
+def _nap(x: int, stuck: tuple = ()) -> int:
+    time.sleep(3600 if x in stuck else 0.3)
+    return x
+
+
+def _own_timeout(x: int) -> int:
+    raise TimeoutError(f"the task's own timeout {x}")
+
+
+async def test_tasks_queued_behind_a_stuck_one_are_not_lost():
+    """Tasks still waiting when the pool is killed are retried, never cancelled under their callers."""
+    from ocrserve.ingest.pool import WorkerTimeout
+
+    pool = ResilientPool(2, task_timeout=1.5)
+    try:
+        async def later(i: int):
+            await asyncio.sleep(0.2 * i)
+            return await pool.run(_nap, i, (1, 2))
+
+        results = await asyncio.gather(*(later(i) for i in range(10)), return_exceptions=True)
+    finally:
+        pool.shutdown()
+    assert [i for i, r in enumerate(results) if isinstance(r, WorkerTimeout)] == [1, 2]
+    assert [r for i, r in enumerate(results) if i not in (1, 2)] == [0, 3, 4, 5, 6, 7, 8, 9]
+
+
+async def test_waiting_for_a_worker_is_not_counted_as_stuck():
+    """Many more tasks than workers, each well under the timeout: nothing is killed, however long the
+    queue; a task's own TimeoutError is its error, not a stuck worker."""
+    pool = ResilientPool(2, task_timeout=1.5)
+    try:
+        assert await asyncio.gather(*(pool.run(_nap, i) for i in range(16))) == list(range(16))  # ~2.4 s of work
+        with pytest.raises(TimeoutError, match="the task's own timeout 3"):
+            await pool.run(_own_timeout, 3)
+        assert pool._generation == 0  # the pool was never rebuilt
+    finally:
+        pool.shutdown()
 
 
 def test_timeout_setting(monkeypatch):

@@ -273,13 +273,18 @@ def test_isolated_call_that_hangs_is_killed_and_fails_with_a_timeout():
     from ocrserve.distributed.isolate import IsolatedCalls
     from ocrserve.ingest.pool import WorkerTimeout
 
-    calls = IsolatedCalls(timeout=1.5)
+    calls = IsolatedCalls(timeout=None)
     try:
-        child = calls.call(os.getpid)
+        child = calls.call(os.getpid)  # the child is up (its start is not part of the timeout here)
+        with pytest.raises(TimeoutError, match="its own"):  # a task's own TimeoutError is just its error
+            calls.call(_raise_timeout, "its own")
+        assert calls.call(os.getpid) == child
+        calls.timeout = 1.5
         t0 = time.monotonic()
         with pytest.raises(WorkerTimeout, match=r"timed out after 1.5 s \(twice\)"):
             calls.call(time.sleep, 3600)
         assert time.monotonic() - t0 < 30
+        calls.timeout = None
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
@@ -292,3 +297,7 @@ def test_isolated_call_that_hangs_is_killed_and_fails_with_a_timeout():
         assert calls.call(abs, -4) == 4  # a fresh child for the next call
     finally:
         calls.close()
+
+
+def _raise_timeout(msg: str) -> None:
+    raise TimeoutError(msg)

@@ -22,6 +22,7 @@ import os
 import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from concurrent.futures import wait as futures_wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, TypeVar
 
@@ -138,8 +139,14 @@ class IsolatedCalls:
             for attempt in (1, 2):
                 pool = self._ensure()
                 try:
-                    return pool.submit(fn, *args).result(timeout=self.timeout)
+                    fut = pool.submit(fn, *args)
+                    futures_wait([fut], timeout=self.timeout)
+                    if not fut.done():  # stuck (a TimeoutError of the task's own is its result)
+                        raise FutureTimeout()
+                    return fut.result()
                 except FutureTimeout:
+                    if fut.done():
+                        raise
                     log.warning("the render child was stuck for %g s (%s, attempt %d); killing it",
                                 self.timeout, getattr(fn, "__name__", fn), attempt)
                     kill_workers(pool)

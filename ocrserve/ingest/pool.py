@@ -71,6 +71,12 @@ class WorkerCrash(Exception):
     """The worker process died while handling this task."""
 
 
+def _consume(fut) -> None:
+    """Retrieve a given-up future's outcome (no 'exception was never retrieved' warning)."""
+    if not fut.cancelled():
+        fut.exception()
+
+
 class WorkerTimeout(WorkerCrash):
     """The task ran past the pool's task timeout; its worker was killed."""
 
@@ -106,6 +112,7 @@ class ResilientPool:
         self._generation = 0
         self._lock = asyncio.Lock()
         self._solo = asyncio.Semaphore(max(1, workers))
+        self._slots = asyncio.Semaphore(max(1, workers))
 
     def _ensure(self) -> ProcessPoolExecutor:
         if self._pool is None:
@@ -116,37 +123,57 @@ class ResilientPool:
         return self._pool
 
     async def run(self, fn, *args, **kwargs):
-        """Run fn in a worker. If a worker dies (this task's or another's: the whole pool breaks),
-        the task is tried again alone in a fresh process, so only a task that crashes by itself
-        fails, with WorkerCrash."""
+        """Run fn in a worker. If a worker dies (this task's or another's: the whole pool breaks) or a
+        task is stuck past the task timeout (its pool is killed), the tasks that were in the pool are
+        tried again alone in a fresh process each, so only a task that crashes (or hangs) by itself
+        fails, with WorkerCrash (WorkerTimeout)."""
         loop = asyncio.get_running_loop()
         if kwargs:
             fn = partial(fn, **kwargs)
-        gen = self._generation
-        pool = self._ensure()
-        try:
-            return await asyncio.wait_for(loop.run_in_executor(pool, fn, *args), self.task_timeout)
-        except asyncio.TimeoutError:
-            # stuck: a document pdfium loops on, or (rarely) a worker forked while another thread held a
-            # lock; kill the pool's processes and try once more alone, like after a crash
-            log.warning("a worker was stuck for %g s (%s); killing the pool's processes",
-                        self.task_timeout, getattr(fn, "__name__", "task"))
-            kill_workers(pool)
-            await self._rebuild(gen)
-        except BrokenProcessPool:
+        async with self._slots:  # a task's clock starts when a worker is free, not in a queue
+            gen = self._generation
+            pool = self._ensure()
+            fut = loop.run_in_executor(pool, fn, *args)
+            if await self._finished(fut, self.task_timeout):
+                try:
+                    return fut.result()
+                except BrokenProcessPool:
+                    pass
+            else:
+                # stuck: a document pdfium loops on, or (rarely) a worker forked while another thread held
+                # a lock. Kill the pool's processes: every task in it then fails with BrokenProcessPool
+                # and is retried alone, this one too.
+                log.warning("a worker was stuck for %g s (%s); killing the pool's processes",
+                            self.task_timeout, getattr(fn, "__name__", "task"))
+                kill_workers(pool)
+                fut.add_done_callback(_consume)
             await self._rebuild(gen)
         async with self._solo:  # at most `workers` lone retries at a time
             solo = ProcessPoolExecutor(max_workers=1, mp_context=self._ctx, initializer=_worker_init,
                                        initargs=(self._initializer, self._initargs))
             try:
-                return await asyncio.wait_for(loop.run_in_executor(solo, fn, *args), self.task_timeout)
-            except asyncio.TimeoutError:
+                fut = loop.run_in_executor(solo, fn, *args)
+                if await self._finished(fut, self.task_timeout):
+                    try:
+                        return fut.result()
+                    except BrokenProcessPool:
+                        raise WorkerCrash("the worker process crashed on this document (twice)") from None
                 kill_workers(solo)
-                raise self._timeout_error() from None
-            except BrokenProcessPool:
-                raise WorkerCrash("the worker process crashed on this document (twice)") from None
+                fut.add_done_callback(_consume)
+                raise self._timeout_error()
             finally:
                 solo.shutdown(wait=False)
+
+    @staticmethod
+    async def _finished(fut: asyncio.Future, timeout: float | None) -> bool:
+        """Wait for fut up to timeout: True when it is done (with a result or the task's own error, even
+        a TimeoutError of its own), False when it is still running."""
+        try:
+            await asyncio.wait({fut}, timeout=timeout)
+        except asyncio.CancelledError:
+            fut.cancel()
+            raise
+        return fut.done()
 
     def _timeout_error(self) -> WorkerTimeout:
         return WorkerTimeout(f"timed out after {self.task_timeout:g} s (twice): the worker was stuck on this "
@@ -159,9 +186,12 @@ class ResilientPool:
                 old, self._pool = self._pool, None
                 self._generation += 1
                 if old is not None:
-                    old.shutdown(wait=False, cancel_futures=True)
+                    # no cancel_futures: the tasks still queued in it fail with BrokenProcessPool (and are
+                    # retried by their callers) instead of being cancelled under them
+                    old.shutdown(wait=False)
 
     def shutdown(self) -> None:
+        self._generation += 1  # a late failure from the old pool never discards a new one
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None

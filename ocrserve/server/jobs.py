@@ -193,7 +193,7 @@ class JobStore:
     def tidy(self) -> tuple[int, int]:
         """At startup, before any request or job runs: remove job folders that have no row (a service
         stopped mid-submission or mid-deletion) and inputs of finished jobs (a service stopped right after
-        a job finished). Returns (orphan folders removed, inputs removed)."""
+        a job finished), with the pages kept for a resume. Returns (orphan folders removed, inputs removed)."""
         with self._lock:
             status = dict(self._db.execute("SELECT id, status FROM jobs").fetchall())
         orphans = inputs = 0
@@ -204,9 +204,11 @@ class JobStore:
             if st is None:
                 shutil.rmtree(d, ignore_errors=True)
                 orphans += 1
-            elif st in FINISHED and (d / "input").exists():
-                shutil.rmtree(d / "input", ignore_errors=True)
-                inputs += 1
+            elif st in FINISHED:
+                if (d / "input").exists():
+                    shutil.rmtree(d / "input", ignore_errors=True)
+                    inputs += 1
+                shutil.rmtree(d / "pages", ignore_errors=True)  # a finished job's kept pages
         return orphans, inputs
 
     def _expired(self, row: sqlite3.Row) -> bool:

@@ -9,6 +9,7 @@ on after the restart from where it was: only its missing pages are converted.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import shutil
@@ -81,14 +82,18 @@ class JobWorker:
         counts = {"done": 0, "failed": 0}
 
         pages_dir = self.store.job_dir(job_id) / "pages"
-        known = await asyncio.to_thread(_load_pages, pages_dir)
+        # pages are reused only by the same model and engine
+        run = {"model": getattr(getattr(self.service, "profile", None), "name", None),
+               "engine": getattr(getattr(self.service, "engine", None), "name", None)}
+        known = await asyncio.to_thread(_load_pages, pages_dir, run)
         if known:
             log.info("job %s: %d page(s) kept from an interrupted run", job_id, len(known))
 
         def on_page(index: int, status: str, page: Page | None = None) -> None:
-            if page is not None and status != "failed" and index not in known:  # kept before it is counted
+            if (page is not None and status != "failed" and index not in known  # kept before it is counted
+                    and job_id not in self.deleted):
                 try:
-                    _write_page(pages_dir, page)
+                    _write_page(pages_dir, page, run)
                 except OSError as e:  # a checkpoint is a saving, never a failure
                     log.warning("job %s: cannot keep page %d for a resume: %s", job_id, index + 1, e)
             counts["done"] += 1
@@ -154,20 +159,33 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _write_page(folder: Path, page: Page) -> None:
-    """One finished page of a running job (atomic: a torn file would only be converted again)."""
-    folder.mkdir(parents=True, exist_ok=True)
+def _write_page(folder: Path, page: Page, run: dict) -> None:
+    """One finished page of a running job (atomic: a torn file would only be converted again). The job's
+    folder must exist: a job deleted meanwhile gets no folder back."""
+    if not folder.is_dir():
+        folder.mkdir()
+        (folder / "run.json").write_text(json.dumps(run), encoding="utf-8")
     tmp = folder / f".{page.index}.json.tmp"
     tmp.write_text(page.model_dump_json(), encoding="utf-8")
     os.replace(tmp, folder / f"{page.index}.json")
 
 
-def _load_pages(folder: Path) -> dict[int, Page]:
-    """The pages an interrupted run of the job finished (unreadable ones are left out: converted again)."""
+def _load_pages(folder: Path, run: dict) -> dict[int, Page]:
+    """The pages an interrupted run of the job finished with the same model and engine (unreadable ones
+    are left out: converted again). Pages of another model or engine are dropped."""
     pages: dict[int, Page] = {}
     if not folder.is_dir():
         return pages
+    try:
+        same = json.loads((folder / "run.json").read_text(encoding="utf-8")) == run
+    except (OSError, ValueError):
+        same = False
+    if not same:
+        shutil.rmtree(folder, ignore_errors=True)
+        return pages
     for f in folder.glob("*.json"):
+        if not f.stem.isdigit():
+            continue
         try:
             page = Page.model_validate_json(f.read_text(encoding="utf-8"))
         except (OSError, ValueError):
