@@ -78,7 +78,8 @@ def page_image(seed: int, width: int, height: int):
 
 
 def seed_of(batch_size: int, i: int) -> int:
-    """The i-th page of batch size `batch_size` (the same in the hf and the vLLM runs)."""
+    """The i-th page of batch size `batch_size` (the same in the hf and the vLLM runs; distinct across
+    batch sizes while a batch size has fewer than 1,000 pages)."""
     return 1000 * batch_size + i
 
 
@@ -379,7 +380,7 @@ def main() -> int:
             left = a.budget_s - (time.perf_counter() - start)
             batches = -(-n // bs)
             if step_s is not None:
-                per_batch = a.max_new_tokens * step_s * (1.0 + bs / 64)  # larger batches: slower steps
+                per_batch = a.repeat * a.max_new_tokens * step_s * (1.0 + bs / 64)  # larger batches: slower steps
                 fit = int(left // per_batch)
                 if fit < 1:
                     say(f"batch size {bs}: skipped, {left:.0f} s left and a batch takes ~{per_batch:.0f} s")

@@ -134,6 +134,10 @@ def register(app: typer.Typer) -> None:
             opts["ignore_eos"] = True
         if compile_:
             opts["static_cache"] = True
+            from ..settings import get_settings
+
+            if (engine or get_settings().engine) != "hf":
+                typer.echo("warning: --compile is for the hf engine (--engine hf); ignored", err=True)
         display = _Display(json_log, quiet)
 
         async def main() -> Any:
