@@ -457,3 +457,71 @@ def test_convert_cli_compile_option_reaches_the_engine(tiny_model_dir, tmp_path,
     assert res.exit_code == 0, res.output
     assert seen.get("static_cache") is True
     assert "Hello tiny model" in (tmp_path / "out" / "p" / "p.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def tiny_qwen35_dir(tiny_model_dir, tmp_path_factory) -> Path:
+    """Chandra 2's architecture (Qwen3.5: linear-attention and full-attention layers, its vision tower),
+    tiny and random, with the Qwen tokenizer and processor files of the Chandra 1 folder (the Qwen3.5
+    tokenizer is not in reach here: the config's special token ids are set to this tokenizer's)."""
+    if not hasattr(transformers, "Qwen3_5ForConditionalGeneration"):
+        pytest.fail(f"transformers {transformers.__version__} has no Qwen3.5 (Chandra 2) model")
+    out = tmp_path_factory.mktemp("tiny-qwen35")
+    for f in tiny_model_dir.iterdir():
+        if f.name in QWEN_FILES + ["preprocessor_config.json"]:
+            shutil.copy(f, out / f.name)
+    tok = transformers.AutoTokenizer.from_pretrained(out)
+    ids = {k: tok.convert_tokens_to_ids(f"<|{k}|>") for k in ("image_pad", "video_pad", "vision_start", "vision_end")}
+    cfg = transformers.Qwen3_5Config(
+        text_config=dict(vocab_size=151936, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, linear_key_head_dim=16,
+                         linear_value_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
+                         layer_types=["linear_attention", "full_attention"],
+                         rope_parameters={"rope_theta": 10000.0, "partial_rotary_factor": 0.25, "rope_type": "default",
+                                          "mrope_section": [1, 1, 0], "mrope_interleaved": True}),
+        vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
+                           num_position_embeddings=64),
+        image_token_id=ids["image_pad"], video_token_id=ids["video_pad"],
+        vision_start_token_id=ids["vision_start"], vision_end_token_id=ids["vision_end"],
+    )
+    torch.manual_seed(0)
+    transformers.Qwen3_5ForConditionalGeneration(cfg).save_pretrained(out)
+    return out
+
+
+@pytest.mark.parametrize("arch", ["chandra-1 / qwen3_vl", "chandra-2 / qwen3_5"])
+def test_left_padding_leaves_each_pages_logits_as_alone(arch, tiny_model_dir, tiny_qwen35_dir):
+    # a page batched with a larger one is left-padded; what the model predicts for it must not change
+    # (the Qwen3.5 linear-attention layers must ignore the padding too)
+    profile, folder = ("chandra-1", tiny_model_dir) if "qwen3_vl" in arch else ("chandra-2", tiny_qwen35_dir)
+    eng = HFEngine(_profile() if profile == "chandra-1" else load_profile("chandra-2"), checkpoint=str(folder),
+                   device="cpu", dtype="fp32", batch_size=2, max_tokens=4)
+    assert eng.model_type == ("qwen3_vl" if profile == "chandra-1" else "qwen3_5")
+    small, large = _page(1, (64, 64)).image, _page(2, (96, 64)).image
+
+    def last_logits(images):
+        inputs = eng.prepare(images)
+        with torch.inference_mode():
+            return eng.model(**inputs).logits[:, -1].float(), inputs["attention_mask"]
+
+    alone, _ = last_logits([small])
+    other, _ = last_logits([large])
+    batched, mask = last_logits([small, large])
+    assert int((mask[0] == 0).sum()) == 2  # the small page is padded
+    assert torch.allclose(batched[0], alone[0], atol=1e-5)
+    assert (alone[0] - other[0]).abs().max() > 1e-4  # the pages do lead to different predictions
+
+
+async def test_chandra2_architecture_runs_batches_end_to_end(tiny_qwen35_dir):
+    eng = HFEngine(load_profile("chandra-2").model_copy(update={"max_retries": 0}), checkpoint=str(tiny_qwen35_dir),
+                   device="cpu", batch_size=3, max_tokens=12, ignore_eos=True)
+    try:
+        pages = [_page(0, (64, 64)), _page(1, (96, 64)), _page(2, (64, 32))]
+        results = await asyncio.gather(*(eng.ocr(p) for p in pages))
+    finally:
+        await eng.aclose()
+    assert sorted(r.extra["batch_sizes"][0] for r in results) == [3, 3, 3]
+    for r, p in zip(results, pages):
+        assert r.ok and r.completion_tokens == 12 and r.prompt_tokens > 0
+        page = parse_output(r.raw, load_profile("chandra-2"), p.image.size, unit="px")  # whatever it wrote
+        assert page.index == 0
