@@ -92,7 +92,10 @@ def test_kept_pages_are_reused_only_by_the_same_model_and_engine(tmp_path) -> No
     for i in (0, 2):
         _write_page(job / "pages", Page(index=i, width=10, height=10, status="ok"), run)
     (job / "pages" / "1.json").write_text("{torn")  # a page cut by a kill: converted again
-    assert sorted(_load_pages(job / "pages", run)) == [0, 2]
+    _write_page(job / "pages", Page(index=3, width=10, height=10, status="fallback"), run)  # asked again
+    (job / "pages" / "run.json").unlink()  # a folder without its run.json (a failed write) gets one
+    _write_page(job / "pages", Page(index=4, width=10, height=10, status="ok"), run)
+    assert sorted(_load_pages(job / "pages", run)) == [0, 2, 4]
     assert _load_pages(job / "pages", {"model": "chandra-2", "engine": "openai"}) == {}
     assert not (job / "pages").exists()  # another model's pages are dropped
     # a job deleted while a page finished: its folder is not made again

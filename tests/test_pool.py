@@ -200,3 +200,80 @@ def test_timeout_setting(monkeypatch):
     assert default_task_timeout() is None
     monkeypatch.delenv("OCRSERVE_RENDER_TIMEOUT_S")
     assert default_task_timeout() == 120.0
+
+
+async def test_a_worker_that_died_idle_does_not_break_the_pool():
+    pool = ResilientPool(1, task_timeout=30)
+    try:
+        worker = await pool.run(os.getpid)
+        os.kill(worker, signal.SIGKILL)  # the OOM killer, say
+        time.sleep(0.5)
+        assert await pool.run(_square, 4) == 16  # retried alone, the pool rebuilt
+        assert await pool.run(os.getpid) not in (worker, os.getpid())
+    finally:
+        pool.shutdown()
+
+
+def _mark_when_done(path: str, seconds: float) -> str:
+    time.sleep(seconds)
+    Path(path).write_text("done")
+    return "ok"
+
+
+def _was_marked(path: str) -> bool:
+    return Path(path).exists()
+
+
+async def test_a_cancelled_callers_task_keeps_its_worker_until_it_ends(tmp_path):
+    """The next task waits for the worker the cancelled one still occupies (it is not queued behind it
+    with its clock running)."""
+    marker = str(tmp_path / "first.done")
+    pool = ResilientPool(1, task_timeout=3.0)
+    try:
+        first = asyncio.ensure_future(pool.run(_mark_when_done, marker, 1.5))
+        await asyncio.sleep(0.3)
+        first.cancel()
+        assert await pool.run(_was_marked, marker) is True  # ran after the first one ended
+        assert pool._generation == 0  # no kill, no rebuild
+    finally:
+        pool.shutdown()
+
+
+def _hang_writing_pid(pidfile: str, crash_marker: str = "") -> None:
+    if crash_marker and not Path(crash_marker).exists():
+        Path(crash_marker).write_text("crashed once")
+        os._exit(1)  # the first attempt crashes: the retry runs alone
+    Path(pidfile).write_text(str(os.getpid()))
+    time.sleep(3600)
+
+
+async def _wait_gone(pid: int, seconds: float = 15) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        await asyncio.sleep(0.1)  # the event loop runs on: the pool's watchdog is a loop timer
+    return False
+
+
+@pytest.mark.parametrize("where", ["pool", "lone retry"])
+async def test_a_cancelled_stuck_task_is_still_stopped(tmp_path, where):
+    pidfile = tmp_path / "pid"
+    pool = ResilientPool(1, task_timeout=1.5)
+    try:
+        args = (str(pidfile), str(tmp_path / "crash")) if where == "lone retry" else (str(pidfile),)
+        task = asyncio.ensure_future(pool.run(_hang_writing_pid, *args))
+        for _ in range(100):
+            if pidfile.exists():
+                break
+            await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert await _wait_gone(int(pidfile.read_text())), "the stuck process outlived its cancelled caller"
+        assert await pool.run(_square, 3) == 9
+    finally:
+        pool.shutdown()

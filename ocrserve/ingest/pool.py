@@ -15,6 +15,7 @@ import multiprocessing as mp
 import os
 import sys
 from functools import partial
+from typing import Any
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -71,6 +72,14 @@ class WorkerCrash(Exception):
     """The worker process died while handling this task."""
 
 
+def _call_soon(loop: asyncio.AbstractEventLoop, callback) -> None:
+    """callback on the loop, from another thread; nothing when the loop has closed meanwhile."""
+    try:
+        loop.call_soon_threadsafe(callback)
+    except RuntimeError:
+        pass
+
+
 def _consume(fut) -> None:
     """Retrieve a given-up future's outcome (no 'exception was never retrieved' warning)."""
     if not fut.cancelled():
@@ -111,7 +120,6 @@ class ResilientPool:
         self._pool: ProcessPoolExecutor | None = None
         self._generation = 0
         self._lock = asyncio.Lock()
-        self._solo = asyncio.Semaphore(max(1, workers))
         self._slots = asyncio.Semaphore(max(1, workers))
 
     def _ensure(self) -> ProcessPoolExecutor:
@@ -127,53 +135,67 @@ class ResilientPool:
         task is stuck past the task timeout (its pool is killed), the tasks that were in the pool are
         tried again alone in a fresh process each, so only a task that crashes (or hangs) by itself
         fails, with WorkerCrash (WorkerTimeout)."""
-        loop = asyncio.get_running_loop()
         if kwargs:
             fn = partial(fn, **kwargs)
-        async with self._slots:  # a task's clock starts when a worker is free, not in a queue
-            gen = self._generation
-            pool = self._ensure()
-            fut = loop.run_in_executor(pool, fn, *args)
-            if await self._finished(fut, self.task_timeout):
-                try:
-                    return fut.result()
-                except BrokenProcessPool:
-                    pass
-            else:
-                # stuck: a document pdfium loops on, or (rarely) a worker forked while another thread held
-                # a lock. Kill the pool's processes: every task in it then fails with BrokenProcessPool
-                # and is retried alone, this one too.
-                log.warning("a worker was stuck for %g s (%s); killing the pool's processes",
-                            self.task_timeout, getattr(fn, "__name__", "task"))
-                kill_workers(pool)
-                fut.add_done_callback(_consume)
-            await self._rebuild(gen)
-        async with self._solo:  # at most `workers` lone retries at a time
-            solo = ProcessPoolExecutor(max_workers=1, mp_context=self._ctx, initializer=_worker_init,
-                                       initargs=(self._initializer, self._initargs))
-            try:
-                fut = loop.run_in_executor(solo, fn, *args)
-                if await self._finished(fut, self.task_timeout):
-                    try:
-                        return fut.result()
-                    except BrokenProcessPool:
-                        raise WorkerCrash("the worker process crashed on this document (twice)") from None
-                kill_workers(solo)
-                fut.add_done_callback(_consume)
-                raise self._timeout_error()
-            finally:
-                solo.shutdown(wait=False)
-
-    @staticmethod
-    async def _finished(fut: asyncio.Future, timeout: float | None) -> bool:
-        """Wait for fut up to timeout: True when it is done (with a result or the task's own error, even
-        a TimeoutError of its own), False when it is still running."""
+        # a task's clock starts when a worker is free, not in a queue; a slot is held until the worker is
+        # free again (also when the caller is cancelled while its task runs)
+        gen = self._generation
+        pool = self._ensure()
+        got, result = await self._attempt(pool, fn, args)
+        if got:
+            return result
+        await self._rebuild(gen)
+        solo = ProcessPoolExecutor(max_workers=1, mp_context=self._ctx, initializer=_worker_init,
+                                   initargs=(self._initializer, self._initargs))
         try:
-            await asyncio.wait({fut}, timeout=timeout)
-        except asyncio.CancelledError:
-            fut.cancel()
-            raise
-        return fut.done()
+            got, result = await self._attempt(solo, fn, args, solo=True)
+        finally:
+            solo.shutdown(wait=False)
+        if got:
+            return result
+        raise result
+
+    async def _attempt(self, pool: ProcessPoolExecutor, fn, args, solo: bool = False) -> tuple[bool, Any]:
+        """(True, result) — or the task's own exception raised — when fn ran to its end in `pool`;
+        (False, error) when the pool broke or the task was stuck (then the pool's processes are killed)."""
+        loop = asyncio.get_running_loop()
+        await self._slots.acquire()
+        release = True
+        try:
+            try:
+                cf = pool.submit(fn, *args)
+            except (BrokenProcessPool, RuntimeError):  # broken (a worker died while idle) or shut down
+                return False, WorkerCrash("the worker process crashed on this document (twice)")
+            fut = asyncio.wrap_future(cf)
+            try:
+                await asyncio.wait({fut}, timeout=self.task_timeout)
+            except asyncio.CancelledError:
+                fut.add_done_callback(_consume)
+                if not cf.cancel():  # already running: the slot stays taken until the worker is free
+                    release = False
+                    cf.add_done_callback(lambda _: _call_soon(loop, self._slots.release))
+                    if self.task_timeout is not None:  # and a stuck one is still stopped in time
+                        loop.call_later(self.task_timeout, lambda: cf.done() or kill_workers(pool))
+                if solo:
+                    kill_workers(pool)
+                raise
+            if fut.done():
+                try:
+                    return True, fut.result()
+                except BrokenProcessPool:
+                    return False, WorkerCrash("the worker process crashed on this document (twice)")
+            # stuck: a document pdfium loops on, or (rarely) a worker forked while another thread held a
+            # lock. Kill the pool's processes: every task in it then fails with BrokenProcessPool and is
+            # retried alone, this one too.
+            log.warning("a worker was stuck for %g s (%s); killing %s",
+                        self.task_timeout, getattr(fn, "__name__", "task"),
+                        "its process" if solo else "the pool's processes")
+            kill_workers(pool)
+            fut.add_done_callback(_consume)
+            return False, self._timeout_error()
+        finally:
+            if release:
+                self._slots.release()
 
     def _timeout_error(self) -> WorkerTimeout:
         return WorkerTimeout(f"timed out after {self.task_timeout:g} s (twice): the worker was stuck on this "

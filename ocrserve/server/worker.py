@@ -90,8 +90,9 @@ class JobWorker:
             log.info("job %s: %d page(s) kept from an interrupted run", job_id, len(known))
 
         def on_page(index: int, status: str, page: Page | None = None) -> None:
-            if (page is not None and status != "failed" and index not in known  # kept before it is counted
-                    and job_id not in self.deleted):
+            # kept before it is counted; only pages the model read (a fallback page, e.g. while the model
+            # server was down, is asked of the model again after a restart)
+            if page is not None and status == "ok" and index not in known and job_id not in self.deleted:
                 try:
                     _write_page(pages_dir, page, run)
                 except OSError as e:  # a checkpoint is a saving, never a failure
@@ -162,9 +163,11 @@ def _write_atomic(path: Path, text: str) -> None:
 def _write_page(folder: Path, page: Page, run: dict) -> None:
     """One finished page of a running job (atomic: a torn file would only be converted again). The job's
     folder must exist: a job deleted meanwhile gets no folder back."""
-    if not folder.is_dir():
-        folder.mkdir()
-        (folder / "run.json").write_text(json.dumps(run), encoding="utf-8")
+    folder.mkdir(exist_ok=True)  # not parents: a deleted job's folder is not made again
+    if not (folder / "run.json").is_file():
+        tmp = folder / ".run.json.tmp"
+        tmp.write_text(json.dumps(run), encoding="utf-8")
+        os.replace(tmp, folder / "run.json")
     tmp = folder / f".{page.index}.json.tmp"
     tmp.write_text(page.model_dump_json(), encoding="utf-8")
     os.replace(tmp, folder / f"{page.index}.json")
@@ -190,6 +193,6 @@ def _load_pages(folder: Path, run: dict) -> dict[int, Page]:
             page = Page.model_validate_json(f.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if f.stem == str(page.index):
+        if f.stem == str(page.index) and page.status == "ok":
             pages[page.index] = page
     return pages
