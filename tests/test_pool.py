@@ -277,3 +277,61 @@ async def test_a_cancelled_stuck_task_is_still_stopped(tmp_path, where):
         assert await pool.run(_square, 3) == 9
     finally:
         pool.shutdown()
+
+
+def _pid_or_crash(x: int) -> int:
+    if x == 0:
+        os._exit(1)
+    time.sleep(0.05)
+    return os.getpid()
+
+
+async def test_tasks_waiting_behind_a_crash_use_the_rebuilt_pool():
+    """A crash retries the tasks that were in the pool alone; the tasks still waiting for a worker go to
+    the rebuilt pool (not one fresh process each)."""
+    pool = ResilientPool(1, task_timeout=30)
+    try:
+        results = await asyncio.gather(*(pool.run(_pid_or_crash, i) for i in range(12)), return_exceptions=True)
+    finally:
+        pool.shutdown()
+    assert isinstance(results[0], WorkerCrash)
+    pids = [r for r in results[1:] if isinstance(r, int)]
+    assert len(pids) == 11
+    assert len(set(pids)) <= 3, pids  # the rebuilt pool's worker (and at most two lone retries)
+
+
+async def test_a_stuck_task_is_killed_even_after_the_pool_was_shut_down(tmp_path):
+    from ocrserve.ingest.pool import WorkerTimeout
+
+    pidfile = tmp_path / "pid"
+    pool = ResilientPool(1, task_timeout=1.5)
+    task = asyncio.ensure_future(pool.run(_hang_writing_pid, str(pidfile)))
+    for _ in range(100):
+        if pidfile.exists():
+            break
+        await asyncio.sleep(0.1)
+    first = int(pidfile.read_text())
+    pool.shutdown()  # the executor forgets its processes; the stuck one must still be stopped
+    with pytest.raises(WorkerTimeout):
+        await task
+    assert await _wait_gone(first)
+    assert await _wait_gone(int(pidfile.read_text()))  # and the lone retry's
+
+
+async def test_a_cancelled_callers_stuck_task_retires_its_pool(tmp_path):
+    pidfile = tmp_path / "pid"
+    pool = ResilientPool(1, task_timeout=1.5)
+    try:
+        task = asyncio.ensure_future(pool.run(_hang_writing_pid, str(pidfile)))
+        for _ in range(100):
+            if pidfile.exists():
+                break
+            await asyncio.sleep(0.1)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert await _wait_gone(int(pidfile.read_text()))
+        assert pool._generation == 1  # the killed pool was retired at once
+        assert await pool.run(_square, 6) == 36
+    finally:
+        pool.shutdown()

@@ -98,11 +98,16 @@ def default_task_timeout() -> float | None:
     return value if value > 0 else None
 
 
-def kill_workers(pool: ProcessPoolExecutor) -> None:
-    """SIGKILL the pool's worker processes (a stuck pdfium call cannot be interrupted otherwise); the
-    executor then reports the pool broken to every waiting task."""
-    procs = getattr(pool, "_processes", None) or {}
-    for proc in list(procs.values()):
+def worker_processes(pool: ProcessPoolExecutor) -> list:
+    """The pool's worker processes now (the executor forgets them once it is shut down)."""
+    return list((getattr(pool, "_processes", None) or {}).values())
+
+
+def kill_workers(pool: ProcessPoolExecutor, also: list | None = None) -> None:
+    """SIGKILL the pool's worker processes, and `also` (processes seen earlier: a pool shut down meanwhile
+    no longer lists them) — a stuck pdfium call cannot be interrupted otherwise; the executor then
+    reports the pool broken to every waiting task."""
+    for proc in {id(p): p for p in worker_processes(pool) + list(also or [])}.values():
         try:
             proc.kill()
         except (OSError, ValueError, AttributeError):
@@ -110,6 +115,9 @@ def kill_workers(pool: ProcessPoolExecutor) -> None:
 
 
 class ResilientPool:
+    """A process pool for one event loop (a Converter's, a service's): at most `workers` tasks are handed
+    to the processes at once, and a task's timeout counts while it is handed out."""
+
     def __init__(self, workers: int, initializer=None, initargs=(), start_method: str | None = None,
                  task_timeout: float | None | str = "default") -> None:
         """task_timeout: seconds a task may run (None: no limit; "default": OCRSERVE_RENDER_TIMEOUT_S or 120)."""
@@ -119,16 +127,16 @@ class ResilientPool:
         self._ctx = mp.get_context(start_method or default_start_method())
         self._pool: ProcessPoolExecutor | None = None
         self._generation = 0
-        self._lock = asyncio.Lock()
         self._slots = asyncio.Semaphore(max(1, workers))
 
     def _ensure(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(
-                max_workers=self.workers, mp_context=self._ctx,
-                initializer=_worker_init, initargs=(self._initializer, self._initargs),
-            )
+            self._pool = self._executor(self.workers)
         return self._pool
+
+    def _executor(self, workers: int) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(max_workers=workers, mp_context=self._ctx, initializer=_worker_init,
+                                   initargs=(self._initializer, self._initargs))
 
     async def run(self, fn, *args, **kwargs):
         """Run fn in a worker. If a worker dies (this task's or another's: the whole pool breaks) or a
@@ -137,35 +145,42 @@ class ResilientPool:
         fails, with WorkerCrash (WorkerTimeout)."""
         if kwargs:
             fn = partial(fn, **kwargs)
-        # a task's clock starts when a worker is free, not in a queue; a slot is held until the worker is
-        # free again (also when the caller is cancelled while its task runs)
-        gen = self._generation
-        pool = self._ensure()
-        got, result = await self._attempt(pool, fn, args)
+        got, result = await self._attempt(fn, args)
         if got:
             return result
-        await self._rebuild(gen)
-        solo = ProcessPoolExecutor(max_workers=1, mp_context=self._ctx, initializer=_worker_init,
-                                   initargs=(self._initializer, self._initargs))
+        solo = self._executor(1)
         try:
-            got, result = await self._attempt(solo, fn, args, solo=True)
+            got, result = await self._attempt(fn, args, solo=solo)
         finally:
             solo.shutdown(wait=False)
         if got:
             return result
         raise result
 
-    async def _attempt(self, pool: ProcessPoolExecutor, fn, args, solo: bool = False) -> tuple[bool, Any]:
-        """(True, result) — or the task's own exception raised — when fn ran to its end in `pool`;
-        (False, error) when the pool broke or the task was stuck (then the pool's processes are killed)."""
+    async def _attempt(self, fn, args, solo: ProcessPoolExecutor | None = None) -> tuple[bool, Any]:
+        """(True, result) — or the task's own exception raised — when fn ran to its end; (False, error)
+        when its pool broke under it or it was stuck (then the pool's processes are killed). Without
+        `solo`, in the shared pool (a pool found broken or retired before the task was handed out is
+        replaced, and the task handed to the new one: that is not an attempt)."""
         loop = asyncio.get_running_loop()
-        await self._slots.acquire()
+        await self._slots.acquire()  # a task's clock starts when a worker is free, not in a queue
         release = True
         try:
-            try:
-                cf = pool.submit(fn, *args)
-            except (BrokenProcessPool, RuntimeError):  # broken (a worker died while idle) or shut down
+            pool = solo
+            cf = None
+            for _ in range(2 if solo is None else 1):
+                if solo is None:
+                    gen, pool = self._generation, self._ensure()
+                try:
+                    cf = pool.submit(fn, *args)
+                    break
+                except (BrokenProcessPool, RuntimeError):  # broken while idle, or shut down meanwhile
+                    if solo is None:
+                        self._rebuild(gen)
+            if cf is None:
                 return False, WorkerCrash("the worker process crashed on this document (twice)")
+            procs = worker_processes(pool)
+            deadline = None if self.task_timeout is None else loop.time() + self.task_timeout
             fut = asyncio.wrap_future(cf)
             try:
                 await asyncio.wait({fut}, timeout=self.task_timeout)
@@ -174,43 +189,55 @@ class ResilientPool:
                 if not cf.cancel():  # already running: the slot stays taken until the worker is free
                     release = False
                     cf.add_done_callback(lambda _: _call_soon(loop, self._slots.release))
-                    if self.task_timeout is not None:  # and a stuck one is still stopped in time
-                        loop.call_later(self.task_timeout, lambda: cf.done() or kill_workers(pool))
-                if solo:
-                    kill_workers(pool)
+                    if solo is not None:
+                        kill_workers(pool, procs)
+                    elif deadline is not None:  # a stuck one is still stopped at its own deadline
+                        loop.call_later(max(0.0, deadline - loop.time()), self._watchdog, cf, pool, procs)
                 raise
             if fut.done():
                 try:
                     return True, fut.result()
                 except BrokenProcessPool:
+                    if solo is None:
+                        self._rebuild(gen)
                     return False, WorkerCrash("the worker process crashed on this document (twice)")
             # stuck: a document pdfium loops on, or (rarely) a worker forked while another thread held a
             # lock. Kill the pool's processes: every task in it then fails with BrokenProcessPool and is
             # retried alone, this one too.
             log.warning("a worker was stuck for %g s (%s); killing %s",
                         self.task_timeout, getattr(fn, "__name__", "task"),
-                        "its process" if solo else "the pool's processes")
-            kill_workers(pool)
+                        "its process" if solo is not None else "the pool's processes")
+            kill_workers(pool, procs)
             fut.add_done_callback(_consume)
+            if solo is None:
+                self._rebuild(gen)
             return False, self._timeout_error()
         finally:
             if release:
                 self._slots.release()
 
+    def _watchdog(self, cf, pool: ProcessPoolExecutor, procs: list) -> None:
+        """A cancelled caller's task still running at its deadline: kill its pool and retire it."""
+        if cf.done():
+            return
+        log.warning("a worker was stuck for %g s on a cancelled task; killing the pool's processes", self.task_timeout)
+        kill_workers(pool, procs)
+        if self._pool is pool:
+            self._rebuild(self._generation)
+
     def _timeout_error(self) -> WorkerTimeout:
         return WorkerTimeout(f"timed out after {self.task_timeout:g} s (twice): the worker was stuck on this "
                              "document (OCRSERVE_RENDER_TIMEOUT_S sets the limit)")
 
-    async def _rebuild(self, gen: int) -> None:
-        async with self._lock:
-            if gen == self._generation:  # first to notice: rebuild the shared pool
-                log.warning("a worker process died; restarting the pool")
-                old, self._pool = self._pool, None
-                self._generation += 1
-                if old is not None:
-                    # no cancel_futures: the tasks still queued in it fail with BrokenProcessPool (and are
-                    # retried by their callers) instead of being cancelled under them
-                    old.shutdown(wait=False)
+    def _rebuild(self, gen: int) -> None:
+        """Retire the shared pool if it is still the one of generation `gen` (the first to notice a break
+        does it; the next task gets a fresh pool). Runs on the event loop, without awaiting: atomic."""
+        if gen == self._generation and self._pool is not None:
+            log.warning("a worker process died or was killed; restarting the pool")
+            old, self._pool = self._pool, None
+            self._generation += 1
+            # no cancel_futures: tasks still in it fail with BrokenProcessPool and are retried
+            old.shutdown(wait=False)
 
     def shutdown(self) -> None:
         self._generation += 1  # a late failure from the old pool never discards a new one
