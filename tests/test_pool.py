@@ -247,6 +247,14 @@ def _hang_writing_pid(pidfile: str, crash_marker: str = "") -> None:
     time.sleep(3600)
 
 
+async def _started(pidfile: Path, seconds: float = 30) -> None:
+    """Wait until the task wrote its pid (it runs in a worker now)."""
+    deadline = time.monotonic() + seconds
+    while not pidfile.exists():
+        assert time.monotonic() < deadline, "the task never started"
+        await asyncio.sleep(0.1)
+
+
 async def _wait_gone(pid: int, seconds: float = 15) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
@@ -266,10 +274,7 @@ async def test_a_cancelled_stuck_task_is_still_stopped(tmp_path, where):
     try:
         args = (str(pidfile), str(tmp_path / "crash")) if where == "lone retry" else (str(pidfile),)
         task = asyncio.ensure_future(pool.run(_hang_writing_pid, *args))
-        for _ in range(100):
-            if pidfile.exists():
-                break
-            await asyncio.sleep(0.1)
+        await _started(pidfile)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -306,10 +311,7 @@ async def test_a_stuck_task_is_killed_even_after_the_pool_was_shut_down(tmp_path
     pidfile = tmp_path / "pid"
     pool = ResilientPool(1, task_timeout=1.5)
     task = asyncio.ensure_future(pool.run(_hang_writing_pid, str(pidfile)))
-    for _ in range(100):
-        if pidfile.exists():
-            break
-        await asyncio.sleep(0.1)
+    await _started(pidfile)
     first = int(pidfile.read_text())
     pool.shutdown()  # the executor forgets its processes; the stuck one must still be stopped
     with pytest.raises(WorkerTimeout):
@@ -323,10 +325,7 @@ async def test_a_cancelled_callers_stuck_task_retires_its_pool(tmp_path):
     pool = ResilientPool(1, task_timeout=1.5)
     try:
         task = asyncio.ensure_future(pool.run(_hang_writing_pid, str(pidfile)))
-        for _ in range(100):
-            if pidfile.exists():
-                break
-            await asyncio.sleep(0.1)
+        await _started(pidfile)
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
