@@ -77,6 +77,12 @@ def page_image(seed: int, width: int, height: int):
         return img.convert("RGB")
 
 
+def _greedy():
+    from ocrserve.profiles import Sampling
+
+    return Sampling(temperature=0.0, top_p=1.0)
+
+
 def seed_of(batch_size: int, i: int) -> int:
     """The i-th page of batch size `batch_size` (the same in the hf and the vLLM runs; distinct across
     batch sizes while a batch size has fewer than 1,000 pages)."""
@@ -194,15 +200,20 @@ def run_vllm(a, sizes, counts, report, save) -> None:
         say(f"vLLM, {bs} in flight: {json.dumps(r)}")
 
 
+def _sync(engine):
+    """Waits for the GPU (nothing to wait for on the CPU)."""
+    return engine._torch.cuda.synchronize if engine.device.startswith("cuda") else (lambda: None)
+
+
 def profile_phases(engine, a, out: Path) -> dict:
     """Where one page's time goes: input preparation (CPU), prefill (generate 1 token), a decoding
     step; and a torch.profiler table of a short generation (batch 1)."""
     torch = engine._torch
-    sampling = type("Greedy", (), {"temperature": 0.0, "top_p": 1.0})()
+    sampling = _greedy()
     img = page_image(700_000, a.width, a.height)
     res: dict = {"attn_implementation": getattr(engine.model.config, "_attn_implementation", None)}
 
-    sync = torch.cuda.synchronize if engine.device.startswith("cuda") else (lambda: None)
+    sync = _sync(engine)
 
     def timed(fn):
         sync()
@@ -213,8 +224,7 @@ def profile_phases(engine, a, out: Path) -> dict:
 
     for bs in (1, 8):
         prep_s, inputs = timed(lambda: engine.prepare([img] * bs))
-        inputs = {k: v.to(engine.device) for k, v in inputs.items()}
-        inputs["pixel_values"] = inputs["pixel_values"].to(engine.dtype)
+        inputs = engine.to_device(inputs)
 
         def gen(n):
             with torch.inference_mode():
@@ -251,13 +261,11 @@ def cache_experiment(engine, a, bs: int, n_tokens: int) -> dict:
     """generate() at batch `bs`, `n_tokens` tokens: dynamic KV cache, then static (compiled on CUDA), two
     generations each on the same inputs; the second of each is the steady figure."""
     torch = engine._torch
-    sampling = type("Greedy", (), {"temperature": 0.0, "top_p": 1.0})()
+    sampling = _greedy()
     images = [page_image(800_000 + i, a.width, a.height) for i in range(bs)]
-    inputs = engine.prepare(images)
-    inputs = {k: v.to(engine.device) for k, v in inputs.items()}
-    inputs["pixel_values"] = inputs["pixel_values"].to(engine.dtype)
+    inputs = engine.to_device(engine.prepare(images))
     res: dict = {"batch": bs, "tokens": n_tokens}
-    sync = torch.cuda.synchronize if engine.device.startswith("cuda") else (lambda: None)
+    sync = _sync(engine)
     for static in (False, True):
         engine.static_cache = static
         times = []
@@ -410,8 +418,7 @@ def main() -> int:
             save()
             say(f"batch size {bs}: {json.dumps(r)}")
             if "seconds" in r and not r["errors"]:
-                step_s = r["seconds"] / (-(-n // bs) * a.max_new_tokens)
-            engine.batch_size = bs  # an out-of-memory run halves it; the next configuration sets its own
+                step_s = r["seconds"] / (batches * a.max_new_tokens)
         await engine.aclose()
 
     asyncio.run(bench())

@@ -17,12 +17,12 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from .document import Document, Page, PageTimings, Source
 from .engines import Engine, EngineResult, PageInput, create_engine
 from .fallback import with_fallback
-from .ingest.pool import ResilientPool, WorkerCrash, default_workers
+from .ingest.pool import ResilientPool, WorkerCrash, default_task_timeout, default_workers
 from .ingest.render import Budget, DocumentError, RenderedPage, SourceInfo, forget, open_source, render_page
 from .ingest.sources import SourceFile, expand_inputs, parse_page_ranges, path_hash
 from .output import clean_stale_staging, is_complete, load_output, staging_dir, write_document
@@ -104,7 +104,7 @@ class Converter:
         prefetch_pages: int | None = None,
         pool: ResilientPool | None = None,
         on_delta: Callable[[str, int, str], Any] | None = None,
-        fallback_engine: Engine | None = None,
+        fallback_engine: Callable[[], Awaitable[Engine]] | None = None,
         known_pages: Callable[[str, str], dict[int, Page]] | None = None,
         **engine_options: Any,
     ) -> None:
@@ -130,15 +130,15 @@ class Converter:
             self._own_engine = True
         else:
             self.engine, self._own_engine = engine, False
-        # a shared fallback engine (a service) is used as given and not closed here
-        self._fallback_engine: Engine | None = fallback_engine
-        self._own_fallback = fallback_engine is None
+        # fallback_engine: a factory of a shared fallback engine (a service's), which is not closed here
+        self._fallback_factory = fallback_engine
+        self._fallback_engine: Engine | None = None
         self.last_summary: RunSummary | None = None
         # a long-lived service shares one engine and one pool between conversions
         self._own_pool = pool is None
         self.pool = pool or ResilientPool(
             default_workers(render_workers or self.settings.render_workers, cap=8), start_method=self.settings.mp_start,
-            task_timeout=self.settings.render_timeout_s or None,
+            task_timeout=default_task_timeout(self.settings),
         )
         # on_delta(doc_name, page_index, text): raw model text as it streams (engines that stream)
         self.on_delta = on_delta
@@ -157,7 +157,10 @@ class Converter:
     # -- engine with fallback ---------------------------------------------------------------------
     async def _fallback(self) -> Engine:
         if self._fallback_engine is None:
-            self._fallback_engine = create_engine("lite", self.profile, self.settings)
+            if self._fallback_factory is not None:
+                self._fallback_engine = await self._fallback_factory()
+            else:
+                self._fallback_engine = create_engine("lite", self.profile, self.settings)
         return self._fallback_engine
 
     async def _ocr(self, pi: PageInput) -> tuple[EngineResult, str, str | None]:
@@ -404,7 +407,7 @@ class Converter:
             self.pool.shutdown()
         if self._own_engine:
             await self.engine.aclose()
-        if self._fallback_engine is not None and self._own_fallback:
+        if self._fallback_engine is not None and self._fallback_factory is None:
             await self._fallback_engine.aclose()
 
     async def __aenter__(self) -> "Converter":

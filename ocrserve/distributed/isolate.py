@@ -21,18 +21,16 @@ import multiprocessing as mp
 import os
 import threading
 from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from concurrent.futures import wait as futures_wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, TypeVar
 
-from ..ingest.pool import WorkerCrash, WorkerTimeout, default_task_timeout, kill_workers
+from ..ingest.pool import CRASH_MESSAGE, WorkerCrash, default_task_timeout, kill_workers, timeout_error
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-CRASH_MESSAGE = "the worker process crashed on this document (twice)"  # as ResilientPool says it
 
 
 def _start_method() -> str:
@@ -141,23 +139,19 @@ class IsolatedCalls:
                 try:
                     fut = pool.submit(fn, *args)
                     futures_wait([fut], timeout=self.timeout)
-                    if not fut.done():  # stuck (a TimeoutError of the task's own is its result)
-                        raise FutureTimeout()
-                    return fut.result()
-                except FutureTimeout:
-                    if fut.done():
-                        raise
-                    log.warning("the render child was stuck for %g s (%s, attempt %d); killing it",
-                                self.timeout, getattr(fn, "__name__", fn), attempt)
-                    kill_workers(pool)
-                    self._drop(pool)
-                    if attempt == 2:
-                        raise WorkerTimeout(f"timed out after {self.timeout:g} s (twice): the worker was stuck on "
-                                            "this document (OCRSERVE_RENDER_TIMEOUT_S sets the limit)") from None
+                    if fut.done():  # a result, the task's own error (even a TimeoutError), or a crash
+                        return fut.result()
                 except BrokenProcessPool:
                     log.warning("the render child process died (%s, attempt %d); restarting it",
                                 getattr(fn, "__name__", fn), attempt)
                     self._drop(pool)
+                    continue
+                log.warning("the render child was stuck for %g s (%s, attempt %d); killing it",
+                            self.timeout, getattr(fn, "__name__", fn), attempt)
+                kill_workers(pool)
+                self._drop(pool)
+                if attempt == 2:
+                    raise timeout_error(self.timeout)
             raise WorkerCrash(CRASH_MESSAGE)
 
     def close(self) -> None:

@@ -12,8 +12,9 @@ def create_engine(name: str | None, profile, settings=None, **options) -> Engine
     from ..settings import get_settings
 
     settings = settings or get_settings()
+    server = options.get("server") or settings.server or ""
     if name is None:
-        name = "openai" if (options.get("server") or settings.server) else "lite"
+        name = "openai" if server else "lite"
     if name == "lite":
         from .lite import LiteEngine
 
@@ -21,7 +22,6 @@ def create_engine(name: str | None, profile, settings=None, **options) -> Engine
     if name == "openai":
         from .openai import MultiServerEngine, OpenAIEngine
 
-        server = options.get("server") or settings.server or ""
         if "," in server:  # data-parallel replicas: one engine each, pages to the least busy
             urls = [u.strip() for u in server.split(",") if u.strip()]
             return MultiServerEngine([OpenAIEngine(profile, settings=settings, **{**options, "server": u}) for u in urls])

@@ -510,6 +510,12 @@ class HFEngine:
             inputs["mm_token_type_ids"] = (tokens["input_ids"] == self.image_token_id).long()
         return inputs
 
+    def to_device(self, inputs: dict) -> dict:
+        """prepare()'s tensors on the model's device, the image in the model's dtype."""
+        inputs = {k: v.to(self.device) for k, v in inputs.items()}
+        inputs["pixel_values"] = inputs["pixel_values"].to(self.dtype)
+        return inputs
+
     def _generation_config(self, sampling: Sampling, n_tokens: int):
         from transformers import GenerationConfig
 
@@ -545,9 +551,8 @@ class HFEngine:
                 if n == 1:
                     done = [_Generated(error=self._single_page_oom(chunk[0]), batch=1)]
                 else:
-                    size = max(1, n // 2)
-                    if size < self.batch_size:
-                        self.batch_size = size
+                    size = n // 2  # n >= 2 here
+                    self.batch_size = min(self.batch_size, size)
                     log.warning("hf engine: out of memory at batch size %d; running those pages again %d at a "
                                 "time (batch size now %d)", n, size, self.batch_size)
                     todo = chunk + todo
@@ -563,9 +568,7 @@ class HFEngine:
         n = len(batch)
         n_tokens = batch[0].sampling.max_tokens
         try:
-            inputs = self.prepare([r.image for r in batch])
-            inputs = {k: v.to(self.device) for k, v in inputs.items()}
-            inputs["pixel_values"] = inputs["pixel_values"].to(self.dtype)
+            inputs = self.to_device(self.prepare([r.image for r in batch]))
             sinks = [r.sink for r in batch]
             streamer = _BatchStreamer(self.tokenizer, sinks, set(self.eos_ids)) if any(sinks) else None
             with torch.inference_mode():

@@ -27,6 +27,7 @@ from typing import Any
 
 from PIL import Image
 
+from ..ingest.pool import kill_workers, worker_processes
 from ..profiles import Profile, load_profile
 from .base import DeltaCallback, EngineError, EngineResult, PageInput
 from .layout import blocks_to_raw, build_blocks
@@ -255,22 +256,14 @@ class _Worker:
         self.executor = cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=initializer,
                                                initargs=initargs)
 
-    def _processes(self) -> list:
-        # the executor's process (private, but present since Python 3.3; 3.14 adds kill_workers())
-        return list((getattr(self.executor, "_processes", None) or {}).values())
-
     def kill(self) -> None:
         """SIGKILL the process now; the executor reaps it in the background."""
-        for proc in self._processes():
-            try:
-                proc.kill()
-            except (OSError, ValueError):  # already gone
-                pass
+        kill_workers(self.executor)
         self.executor.shutdown(wait=False, cancel_futures=True)
 
     def kill_and_wait(self) -> None:
         """Kill the process and wait until it is gone (blocking: run it in a thread)."""
-        procs = self._processes()
+        procs = worker_processes(self.executor)
         self.kill()
         for proc in procs:
             try:

@@ -90,12 +90,22 @@ class WorkerTimeout(WorkerCrash):
     """The task ran past the pool's task timeout; its worker was killed."""
 
 
-def default_task_timeout() -> float | None:
-    """Seconds a render task may take (OCRSERVE_RENDER_TIMEOUT_S, default 120; 0 = no limit)."""
-    from ..settings import Settings
+CRASH_MESSAGE = "the worker process crashed on this document (twice)"
 
-    value = Settings().render_timeout_s
-    return value if value > 0 else None
+
+def timeout_error(seconds: float) -> WorkerTimeout:
+    return WorkerTimeout(f"timed out after {seconds:g} s (twice): the worker was stuck on this document "
+                         "(OCRSERVE_RENDER_TIMEOUT_S sets the limit)")
+
+
+def default_task_timeout(settings=None) -> float | None:
+    """Seconds a render task may take (settings' render_timeout_s, OCRSERVE_RENDER_TIMEOUT_S: default 120;
+    0 = no limit)."""
+    if settings is None:
+        from ..settings import Settings
+
+        settings = Settings()
+    return settings.render_timeout_s or None
 
 
 def worker_processes(pool: ProcessPoolExecutor) -> list:
@@ -178,7 +188,7 @@ class ResilientPool:
                     if solo is None:
                         self._rebuild(gen)
             if cf is None:
-                return False, WorkerCrash("the worker process crashed on this document (twice)")
+                return False, WorkerCrash(CRASH_MESSAGE)
             procs = worker_processes(pool)
             deadline = None if self.task_timeout is None else loop.time() + self.task_timeout
             fut = asyncio.wrap_future(cf)
@@ -200,7 +210,7 @@ class ResilientPool:
                 except BrokenProcessPool:
                     if solo is None:
                         self._rebuild(gen)
-                    return False, WorkerCrash("the worker process crashed on this document (twice)")
+                    return False, WorkerCrash(CRASH_MESSAGE)
             # stuck: a document pdfium loops on, or (rarely) a worker forked while another thread held a
             # lock. Kill the pool's processes: every task in it then fails with BrokenProcessPool and is
             # retried alone, this one too.
@@ -211,7 +221,7 @@ class ResilientPool:
             fut.add_done_callback(_consume)
             if solo is None:
                 self._rebuild(gen)
-            return False, self._timeout_error()
+            return False, timeout_error(self.task_timeout)
         finally:
             if release:
                 self._slots.release()
@@ -224,10 +234,6 @@ class ResilientPool:
         kill_workers(pool, procs)
         if self._pool is pool:
             self._rebuild(self._generation)
-
-    def _timeout_error(self) -> WorkerTimeout:
-        return WorkerTimeout(f"timed out after {self.task_timeout:g} s (twice): the worker was stuck on this "
-                             "document (OCRSERVE_RENDER_TIMEOUT_S sets the limit)")
 
     def _rebuild(self, gen: int) -> None:
         """Retire the shared pool if it is still the one of generation `gen` (the first to notice a break

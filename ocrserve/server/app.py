@@ -301,9 +301,9 @@ def create_app(settings: Settings | None = None, engine: Engine | str | None = N
     store = JobStore(Path(settings.data_dir), ttl_s=settings.job_ttl_s)
     uploads = Path(settings.data_dir) / "uploads"
     shutil.rmtree(uploads, ignore_errors=True)  # leftovers of sync requests of a stopped service
+    retention = _retention_doc(settings.job_ttl_s)
     app = FastAPI(title="ocrserve OCR API", version="1", lifespan=lifespan,
-                  description="Documents to Markdown, HTML and JSON with Chandra OCR models.\n\n"
-                              + _retention_doc(settings.job_ttl_s))
+                  description="Documents to Markdown, HTML and JSON with Chandra OCR models.\n\n" + retention)
     metrics = Metrics(queue_depth=lambda: store.count(("queued",)), jobs_running=lambda: store.count(("running",)))
     app.state.metrics = metrics
     app.state.store = store
@@ -414,7 +414,6 @@ def create_app(settings: Settings | None = None, engine: Engine | str | None = N
             raise HTTPException(404, f"no job {job_id}{gone_hint}")
         return job
 
-    retention = _retention_doc(settings.job_ttl_s)
     gone_hint = "" if settings.job_ttl_s <= 0 else \
         f" (never made, deleted, or expired: finished jobs are kept {_duration(settings.job_ttl_s)})"
     not_found = {404: {"description": "No such job for this key: never made, deleted"
@@ -462,11 +461,14 @@ def create_app(settings: Settings | None = None, engine: Engine | str | None = N
             raise HTTPException(422, f"job {job_id} failed: {job.error}")
         if job.status != "done":
             raise HTTPException(409, f"job {job_id} is {job.status} ({job.pages_done}/{job.pages_total} pages)")
+        def load() -> tuple[str, Document]:  # reading and parsing a large result: off the event loop
+            text = store.result_path(job_id).read_text(encoding="utf-8")
+            return text, Document.model_validate_json(text)
+
         try:
-            text = await asyncio.to_thread(store.result_path(job_id).read_text, encoding="utf-8")
+            text, doc = await asyncio.to_thread(load)
         except FileNotFoundError:  # removed under us (expired or deleted right now)
             raise HTTPException(404, f"no job {job_id}{gone_hint}") from None
-        doc = Document.model_validate_json(text)
         resp = Response(text, media_type="application/json") if format == "json" else \
             _render(doc, format, settings.keep_headers_footers)
         resp.headers[STATUS_HEADER] = doc.status

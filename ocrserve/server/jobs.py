@@ -107,6 +107,10 @@ class JobStore:
     def input_dir(self, job_id: str) -> Path:
         return self.job_dir(job_id) / "input"
 
+    def pages_dir(self, job_id: str) -> Path:
+        """Pages a running job has finished (kept for a resume until the job ends)."""
+        return self.job_dir(job_id) / "pages"
+
     def new_id(self) -> str:
         return uuid.uuid4().hex
 
@@ -205,10 +209,10 @@ class JobStore:
                 shutil.rmtree(d, ignore_errors=True)
                 orphans += 1
             elif st in FINISHED:
-                if (d / "input").exists():
-                    shutil.rmtree(d / "input", ignore_errors=True)
+                if self.input_dir(d.name).exists():
+                    self.drop_input(d.name)
                     inputs += 1
-                shutil.rmtree(d / "pages", ignore_errors=True)  # a finished job's kept pages
+                shutil.rmtree(self.pages_dir(d.name), ignore_errors=True)
         return orphans, inputs
 
     def _expired(self, row: sqlite3.Row) -> bool:

@@ -24,7 +24,7 @@ from fastapi import HTTPException
 
 from ..document import Block
 from ..engines import Engine, EngineResult, PageInput, create_engine
-from ..ingest.pool import ResilientPool, WorkerCrash, default_workers
+from ..ingest.pool import ResilientPool, WorkerCrash, default_task_timeout, default_workers
 from ..ingest.render import DocumentError, SourceInfo, open_source
 from ..ingest.sources import parse_page_ranges
 from ..parse import parse_output
@@ -143,13 +143,12 @@ class TapEngine:
                     self._send("block", {"page": page.index, "block": b.model_dump()})
 
         streaming = self.stream and self.sink is not None
-        if self.rescue:
-            res = await self.inner.ocr(page, on_delta=delta if streaming else None)
-        else:
+        if not self.rescue:  # a rescue is not a page at the model engine
             m.in_flight.inc()
-            try:
-                res = await self.inner.ocr(page, on_delta=delta if streaming else None)
-            finally:
+        try:
+            res = await self.inner.ocr(page, on_delta=delta if streaming else None)
+        finally:
+            if not self.rescue:
                 m.in_flight.dec()
                 m.page_latency.observe(time.perf_counter() - t0)
         if self.sink is None:
@@ -170,29 +169,16 @@ class TapEngine:
         return res
 
 
-class _Converter(Converter):
-    """The pipeline with the service's own fallback engine: shared between conversions (one lite process
-    pool for the service, not one per request) and tapped, so that rescued pages stream their blocks."""
-
-    def __init__(self, *, fallback_engine: Callable[[], Awaitable[Engine]], **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._get_fallback = fallback_engine
-
-    async def _fallback(self) -> Engine:
-        return await self._get_fallback()
-
-
 class Service:
     def __init__(self, settings: Settings, engine: Engine, profile: Profile | None = None) -> None:
         self.settings = settings
         self.engine = engine
         self.profile = profile or getattr(engine, "profile", None) or load_profile(settings.model)
         self.pool = ResilientPool(default_workers(settings.render_workers, cap=8), start_method=settings.mp_start,
-                                  task_timeout=settings.render_timeout_s or None)
+                                  task_timeout=default_task_timeout(settings))
         self.images = ImageCache(settings.page_image_cache)
         self.metrics: Metrics  # set by the app
         self._lite: Engine | None = None  # the fallback engine, made on first use
-        self._lite_lock = asyncio.Lock()
 
     async def aclose(self) -> None:
         self.pool.shutdown()
@@ -201,10 +187,9 @@ class Service:
 
     async def fallback_engine(self) -> Engine:
         """The lite engine that rescues pages the model engine gave up on (one for the service)."""
-        async with self._lite_lock:
-            if self._lite is None:
-                self._lite = create_engine("lite", self.profile, self.settings)
-            return self._lite
+        if self._lite is None:  # no await in between: no other task can interleave
+            self._lite = create_engine("lite", self.profile, self.settings)
+        return self._lite
 
     # ------------------------------------------------------------------ checking an upload
     async def inspect(self, path: Path, filename: str, pages: str | None) -> Checked:
@@ -257,7 +242,7 @@ class Service:
                         "blocks": [b.model_dump() for b in tap.final_blocks.get(data["index"], [])],
                     })
 
-        conv = _Converter(engine=tap, model=self.profile, settings=self.settings, pages=checked.pages,
+        conv = Converter(engine=tap, model=self.profile, settings=self.settings, pages=checked.pages,
                           pool=self.pool, figures=False, on_event=on_event, fallback_engine=fallback,
                           known_pages=(lambda name, sha: known_pages) if known_pages else None)
         try:

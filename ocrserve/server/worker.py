@@ -81,7 +81,7 @@ class JobWorker:
         job_id = job["id"]
         counts = {"done": 0, "failed": 0}
 
-        pages_dir = self.store.job_dir(job_id) / "pages"
+        pages_dir = self.store.pages_dir(job_id)
         # pages are reused only by the same model and engine
         run = {"model": getattr(getattr(self.service, "profile", None), "name", None),
                "engine": getattr(getattr(self.service, "engine", None), "name", None)}
@@ -138,7 +138,7 @@ class JobWorker:
         before the input is gone, the next start's tidy removes it."""
         if self.store.finish(job_id, status, **kw):  # type: ignore[arg-type]
             await asyncio.to_thread(self.store.drop_input, job_id)
-            await asyncio.to_thread(shutil.rmtree, self.store.job_dir(job_id) / "pages", True)
+            await asyncio.to_thread(shutil.rmtree, self.store.pages_dir(job_id), True)
 
     def _write_result(self, job_id: str, text: str) -> None:
         """In a thread, which runs to its end even if the job is cancelled meanwhile: a job deleted while
