@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.standin import start_standin  # noqa: E402
+from tests.fakes.standin import start_standin  # noqa: E402
 
 
 def main() -> None:

@@ -28,7 +28,7 @@ import pypdfium2 as pdfium
 
 from ocrserve import Document, Source, load_profile, parse_output, render_markdown
 from ocrserve.engines.base import PageInput
-from ocrserve.engines.lite import LiteEngine
+from ocrserve.engines.lite.engine import LiteEngine
 
 DEFAULT_PDFS = Path(__file__).resolve().parents[2] / "shared" / "data" / "olmocr-bench-sample" / "pdfs"
 

@@ -7,7 +7,7 @@ On the GPU machine (after `source /tmp/gpu/env.sh`, which sets CHANDRA1_SHAPE an
     python bench/serve_gpu.py --out $OUT --config lean-fp8
     python bench/serve_gpu.py --out $OUT --config lean-fp8 --eager  # quick functional check
 
-Each run: starts `python -m ocrserve.serve serve --model $CHANDRA1_SHAPE --load-format dummy ...`,
+Each run: starts `python -m ocrserve.vllm serve --model $CHANDRA1_SHAPE --load-format dummy ...`,
 polls nvidia-smi (memory.used, every 0.25 s) from launch to stop, waits for health, measures time
 to first token of streamed requests on the idle server (distinct pages, one at a time), then sends
 `--pages` distinct synthetic pages (1632x2112, fixed output length with ignore_eos) at
@@ -199,7 +199,7 @@ def main() -> None:
 def run_config(a: argparse.Namespace, cfg: str) -> None:
     memory, quant = CONFIGS[cfg]
     logdir = a.out / cfg
-    cmd = [sys.executable, "-m", "ocrserve.serve", "serve", "--model", a.model, "--load-format", "dummy",
+    cmd = [sys.executable, "-m", "ocrserve.vllm", "serve", "--model", a.model, "--load-format", "dummy",
            "--memory", memory, "--quantization", quant, "--concurrency", str(a.concurrency), "--gpus", str(a.gpu),
            "--port", str(a.port), "--served-model-name", "chandra", "--log-dir", str(logdir),
            "--health-timeout", str(a.startup_timeout), "--max-restarts", "0"]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from .document import SCHEMA_VERSION, Block, Document, Page, Source
-from .parse import is_repetition_loop, parse_output
-from .profiles import PROFILES, Profile, load_profile
-from .render import render_html, render_json, render_markdown
+from ocrserve.document import SCHEMA_VERSION, Block, Document, Page, Source
+from ocrserve.parse import is_repetition_loop, parse_output
+from ocrserve.profiles import PROFILES, Profile, load_profile
+from ocrserve.render import render_html, render_json, render_markdown
 
 __version__ = "0.1.0"
 
@@ -17,14 +17,14 @@ __all__ = [
 
 
 def convert(paths, **options):
-    """Convert files/folders to Documents (see ocrserve.pipeline.convert)."""
-    from .pipeline import convert as _convert
+    """Convert files/folders to Documents (see ocrserve.pipeline.local.convert)."""
+    from ocrserve.pipeline.local import convert as _convert
 
     return _convert(paths, **options)
 
 
 async def aconvert(paths, **options):
     """Async variant of convert()."""
-    from .pipeline import aconvert as _aconvert
+    from ocrserve.pipeline.local import aconvert as _aconvert
 
     return await _aconvert(paths, **options)

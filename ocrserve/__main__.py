@@ -1,3 +1,3 @@
-from .cli import main
+from ocrserve.cli import main
 
 main()

@@ -17,22 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-CHANDRA1_LABELS = [
-    "Caption", "Footnote", "Equation-Block", "List-Group", "Page-Header", "Page-Footer", "Image",
-    "Section-Header", "Table", "Text", "Complex-Block", "Code-Block", "Form", "Table-Of-Contents",
-    "Figure",
-]
-CHANDRA2_LABELS = CHANDRA1_LABELS + ["Chemical-Block", "Diagram", "Bibliography", "Blank-Page"]
-
-CHANDRA1_TAGS = [
-    "math", "br", "i", "b", "u", "del", "sup", "sub", "table", "tr", "td", "p", "th", "div", "pre",
-    "h1", "h2", "h3", "h4", "h5", "ul", "ol", "li", "input", "a", "span", "img", "hr", "tbody",
-    "small", "caption", "strong", "thead", "big", "code",
-]
-CHANDRA1_ATTRS = [
-    "class", "colspan", "rowspan", "display", "checked", "type", "border", "value", "style", "href",
-    "alt", "align",
-]
+from ocrserve.labels import CHANDRA1_ATTRS, CHANDRA1_LABELS, CHANDRA1_TAGS, CHANDRA2_LABELS  # noqa: F401
 
 
 class Sampling(BaseModel):

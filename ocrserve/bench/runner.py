@@ -37,7 +37,7 @@ from typing import Any
 
 import httpx
 
-from ..profiles import Profile, load_profile
+from ocrserve.profiles import Profile, load_profile
 
 log = logging.getLogger(__name__)
 
@@ -207,13 +207,13 @@ class ModeResult:
 # ------------------------------------------------------------------------------------ clients
 
 def _root(server: str) -> str:
-    from ..engines.openai import normalize_base_url
+    from ocrserve.engines.openai import normalize_base_url
 
     return normalize_base_url(server)[: -len("/v1")]
 
 
 def _served_model(server: str, api_key: str | None) -> str:
-    from ..engines.openai import normalize_base_url
+    from ocrserve.engines.openai import normalize_base_url
 
     r = httpx.get(normalize_base_url(server) + "/models", headers=_auth(api_key), timeout=30)
     r.raise_for_status()
@@ -244,7 +244,7 @@ def _body(model: str, profile: Profile, png: bytes, max_tokens: int, ignore_eos:
 
 async def run_pipeline(files: list[Path], server: str, profile: Profile, *, concurrency: int, max_tokens: int,
                        ignore_eos: bool, api_key: str | None, out_dir: Path) -> ModeResult:
-    from ..pipeline import Converter
+    from ocrserve.pipeline.local import Converter
 
     res = ModeResult("pipeline")
     cpu0 = client_cpu_s()
@@ -276,7 +276,7 @@ def _render_plain(path: str, index: int, profile: Profile) -> bytes:
     """The Chandra CLI's way: render at the profile's dpi, then PNG at the default compression."""
     import pypdfium2 as pdfium
 
-    from ..ingest.render import Budget, pdf_target
+    from ocrserve.ingest.raster import Budget, pdf_target
 
     doc = pdfium.PdfDocument(path)
     try:
@@ -307,8 +307,8 @@ def _page_list(files: list[Path]) -> list[tuple[str, int]]:
 
 def run_plain(files: list[Path], server: str, profile: Profile, *, batch: int, max_tokens: int, ignore_eos: bool,
               api_key: str | None) -> ModeResult:
-    from ..engines.openai import normalize_base_url
-    from ..parse import parse_output
+    from ocrserve.engines.openai import normalize_base_url
+    from ocrserve.parse import parse_output
 
     res = ModeResult("plain", notes=f"render + PNG (default level) in the main process, {batch} requests per batch, "
                                     "next batch after the whole batch")
@@ -346,8 +346,8 @@ def run_plain(files: list[Path], server: str, profile: Profile, *, batch: int, m
 
 
 async def _prerender(files: list[Path], profile: Profile) -> list[bytes]:
-    from ..ingest.pool import ResilientPool, default_workers
-    from ..ingest.render import Budget, render_page
+    from ocrserve.ingest.pool import ResilientPool, default_workers
+    from ocrserve.ingest.raster import Budget, render_page
 
     pool = ResilientPool(default_workers())
     budget = Budget.from_profile(profile)
@@ -360,7 +360,7 @@ async def _prerender(files: list[Path], profile: Profile) -> list[bytes]:
 
 async def run_ceiling(pngs: list[bytes], server: str, profile: Profile, *, concurrency: int, max_tokens: int,
                       ignore_eos: bool, api_key: str | None) -> ModeResult:
-    from ..engines.openai import normalize_base_url
+    from ocrserve.engines.openai import normalize_base_url
 
     res = ModeResult("ceiling", notes="pre-rendered, pre-encoded bodies; all pages at full concurrency; answers not parsed")
     url = normalize_base_url(server) + "/chat/completions"
@@ -394,7 +394,7 @@ async def run_ceiling(pngs: list[bytes], server: str, profile: Profile, *, concu
 async def streaming_probe(pngs: list[bytes], server: str, profile: Profile, *, max_tokens: int, ignore_eos: bool,
                           api_key: str | None) -> dict[str, Any]:
     """Time to first token and to first closed block, one streamed page at a time on an idle server."""
-    from ..engines.openai import normalize_base_url
+    from ocrserve.engines.openai import normalize_base_url
 
     url = normalize_base_url(server) + "/chat/completions"
     model = await asyncio.to_thread(_served_model, server, api_key)
@@ -450,7 +450,7 @@ def mfu(result: ModeResult, profile: Profile, gpu_name: str | None, peak_tflops:
 # ------------------------------------------------------------------------------------ machine info
 
 def machine_info(server: str | None) -> dict[str, Any]:
-    from .. import __version__
+    from ocrserve import __version__
 
     info: dict[str, Any] = {
         "host": platform.node(), "platform": platform.platform(), "python": sys.version.split()[0],
@@ -487,7 +487,7 @@ def machine_info(server: str | None) -> dict[str, Any]:
 
 def corpus_files(corpus: str | None, synthetic: int | None, work: Path, seed: int = 0) -> list[Path]:
     if synthetic:
-        from .synthetic import make_pdf
+        from ocrserve.bench.synthetic import make_pdf
 
         path = work / f"synthetic-{synthetic}-{seed}.pdf"
         if not path.exists():

@@ -2,32 +2,32 @@
 
 from __future__ import annotations
 
-from .base import Engine, EngineError, EngineResult, PageInput
+from ocrserve.engines.base import Engine, EngineError, EngineResult, PageInput
 
 ENGINE_NAMES = ("lite", "openai", "hf")
 
 
 def create_engine(name: str | None, profile, settings=None, **options) -> Engine:
     """Build an engine by name. With no name: openai when a server is configured, else lite."""
-    from ..settings import get_settings
+    from ocrserve.settings import get_settings
 
     settings = settings or get_settings()
     server = options.get("server") or settings.server or ""
     if name is None:
         name = "openai" if server else "lite"
     if name == "lite":
-        from .lite import LiteEngine
+        from ocrserve.engines.lite.engine import LiteEngine
 
         return LiteEngine(profile, settings=settings, **options)
     if name == "openai":
-        from .openai import MultiServerEngine, OpenAIEngine
+        from ocrserve.engines.openai import MultiServerEngine, OpenAIEngine
 
         if "," in server:  # data-parallel replicas: one engine each, pages to the least busy
             urls = [u.strip() for u in server.split(",") if u.strip()]
             return MultiServerEngine([OpenAIEngine(profile, settings=settings, **{**options, "server": u}) for u in urls])
         return OpenAIEngine(profile, settings=settings, **options)
     if name == "hf":
-        from .hf import HFEngine
+        from ocrserve.engines.hf import HFEngine
 
         return HFEngine(profile, settings=settings, **options)
     raise EngineError(f"unknown engine {name!r}: use one of {', '.join(ENGINE_NAMES)}")

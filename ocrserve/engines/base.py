@@ -13,7 +13,7 @@ from typing import Awaitable, Callable, Protocol, runtime_checkable
 
 from PIL import Image
 
-from ..profiles import Profile
+from ocrserve.profiles import Profile
 
 
 class PageInput:

@@ -36,9 +36,9 @@ from typing import Any, Callable
 
 from PIL import Image
 
-from ..parse import is_repetition_loop
-from ..profiles import Profile, Sampling
-from .base import DeltaCallback, EngineError, EngineResult, PageInput
+from ocrserve.parse import is_repetition_loop
+from ocrserve.profiles import Profile, Sampling
+from ocrserve.engines.base import DeltaCallback, EngineError, EngineResult, PageInput
 
 log = logging.getLogger(__name__)
 

@@ -38,9 +38,9 @@ from typing import Any
 
 import httpx
 
-from ..parse import is_repetition_loop
-from ..profiles import Profile, Sampling, load_profile
-from .base import DeltaCallback, EngineError, EngineResult, PageInput
+from ocrserve.parse import is_repetition_loop
+from ocrserve.profiles import Profile, Sampling, load_profile
+from ocrserve.engines.base import DeltaCallback, EngineError, EngineResult, PageInput
 
 log = logging.getLogger(__name__)
 
@@ -160,7 +160,7 @@ class OpenAIEngine:
         max_backoff_s: float = 30.0,
         **_: Any,
     ) -> None:
-        from ..settings import get_settings
+        from ocrserve.settings import get_settings
 
         self.profile = load_profile(profile)
         self.settings = settings or get_settings()

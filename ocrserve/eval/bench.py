@@ -16,7 +16,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from .tests import BaselineTest, parse_test
+from ocrserve.eval.tests import BaselineTest, parse_test
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .bench import Bench, repeat_file_name
+from ocrserve.eval.bench import Bench, repeat_file_name
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ def _page_spec(pages: list[int]) -> str:
 
 def page_markdown(doc, page) -> str:
     """Markdown of one page of ``doc`` (as ``ocrserve convert`` would write it for that page alone)."""
-    from ..render import render_markdown
+    from ocrserve.render import render_markdown
 
     return render_markdown(doc.model_copy(update={"pages": [page]}))
 

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 from typing import Any
 
-from .runner import EvalResult, TestResult
+from ocrserve.eval.runner import EvalResult, TestResult
 
 REPORT_VERSION = "1"
 

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .bench import Bench, candidate_files
-from .mathrender import MathRenderer, RendererUnavailable
-from .tests import MathTest, Outcome
+from ocrserve.eval.bench import Bench, candidate_files
+from ocrserve.eval.mathrender import MathRenderer, RendererUnavailable
+from ocrserve.eval.tests import MathTest, Outcome
 
 log = logging.getLogger(__name__)
 

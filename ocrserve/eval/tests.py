@@ -33,10 +33,10 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, model_validator
 
-from .mathrender import MathRenderer, RendererUnavailable, same_rendering
-from .normalize import normalize_text
-from .repeats import trailing_repeats
-from .tables import CellGraph, CellId, parse_html_tables, parse_markdown_tables
+from ocrserve.eval.mathrender import MathRenderer, RendererUnavailable, same_rendering
+from ocrserve.eval.normalize import normalize_text
+from ocrserve.eval.repeats import trailing_repeats
+from ocrserve.eval.tables import CellGraph, CellId, parse_html_tables, parse_markdown_tables
 
 TEST_TYPES = ("present", "absent", "order", "table", "math", "baseline")
 

@@ -102,7 +102,7 @@ def default_task_timeout(settings=None) -> float | None:
     """Seconds a render task may take (settings' render_timeout_s, OCRSERVE_RENDER_TIMEOUT_S: default 120;
     0 = no limit)."""
     if settings is None:
-        from ..settings import Settings
+        from ocrserve.settings import Settings
 
         settings = Settings()
     return settings.render_timeout_s or None

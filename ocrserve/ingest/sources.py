@@ -9,7 +9,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .sniff import DOC_EXTENSIONS, sniff_file
+from ocrserve.ingest.sniff import DOC_EXTENSIONS, sniff_file
 
 log = logging.getLogger(__name__)
 

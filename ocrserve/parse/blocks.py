@@ -8,10 +8,10 @@ import re
 
 from selectolax.lexbor import LexborNode
 
-from ..document import Block, Page
-from ..profiles import Profile, load_profile
-from ..render.markdown import block_markdown, node_text
-from .sanitize import MathStore, prepare_fragment, serialize_children, serialize_nodes
+from ocrserve.document import Block, Page
+from ocrserve.profiles import Profile, load_profile
+from ocrserve.render.markdown import block_markdown, node_text
+from ocrserve.sanitize import MathStore, prepare_fragment, serialize_children, serialize_nodes
 
 log = logging.getLogger(__name__)
 

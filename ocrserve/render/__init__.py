@@ -1,6 +1,6 @@
-from .figures import crop_figures
-from .html import render_html
-from .markdown import block_markdown, render_markdown
+from ocrserve.render.figures import crop_figures
+from ocrserve.render.html import render_html
+from ocrserve.render.markdown import block_markdown, render_markdown
 
 
 def render_json(doc, *, indent: int | None = 2) -> str:

@@ -7,14 +7,15 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .markdown import FIGURE_LABELS, block_markdown
+from ocrserve.labels import FIGURE_LABELS
+from ocrserve.render.markdown import block_markdown
 
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from PIL import Image
 
-    from ..document import Page
+    from ocrserve.document import Page
 
 
 def crop_figures(page: "Page", image: "Image.Image", out_dir: Path, prefix: str, *, fmt: str = "png") -> list[Path]:

@@ -11,11 +11,11 @@ import math
 import re
 from typing import TYPE_CHECKING
 
-from ..parse.sanitize import escape_attr, prepare_fragment, safe_url, serialize_children
-from .markdown import RENDER_ATTRS, RENDER_TAGS
+from ocrserve.sanitize import escape_attr, prepare_fragment, safe_url, serialize_children
+from ocrserve.labels import RENDER_ATTRS, RENDER_TAGS
 
 if TYPE_CHECKING:
-    from ..document import Block, Document
+    from ocrserve.document import Block, Document
 
 _STYLE = """
 body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;line-height:1.5;color:#1a1a1a}

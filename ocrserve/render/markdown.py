@@ -19,21 +19,14 @@ from typing import TYPE_CHECKING
 
 from selectolax.lexbor import LexborNode
 
-from ..parse.sanitize import MATH_REF, MathStore, prepare_fragment, safe_url
-from ..profiles import CHANDRA1_ATTRS, CHANDRA1_TAGS
+from ocrserve.sanitize import MATH_REF, MathStore, prepare_fragment, safe_url
+from ocrserve.labels import BLOCK_TAGS, FIGURE_LABELS, HEADER_FOOTER, RENDER_ATTRS, RENDER_TAGS  # noqa: F401
 
 if TYPE_CHECKING:
-    from ..document import Block, Document
+    from ocrserve.document import Block, Document
 
 log = logging.getLogger(__name__)
 
-HEADER_FOOTER = {"Page-Header", "Page-Footer"}
-FIGURE_LABELS = {"Image", "Figure", "Diagram"}
-BLOCK_TAGS = {"p", "div", "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "table", "pre", "hr", "li",
-              "caption", "tr", "thead", "tbody", "tfoot"}
-# what block_markdown(block) accepts when it parses a block's HTML again: every tag any profile allows
-RENDER_TAGS = set(CHANDRA1_TAGS) | {"div", "chem", "em", "tfoot", "h6", "s", "strike", "mark"}
-RENDER_ATTRS = set(CHANDRA1_ATTRS) | {"data-bbox", "data-label", "start"}
 _WS = re.compile(r"[ \t\r\n\f\v]+")
 _UNESCAPED_DOLLAR = re.compile(r"(?<!\\)((?:\\\\)*)\$")
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")

@@ -1,0 +1,198 @@
+"""The job worker: tasks that take queued jobs from the store and convert them with the shared engine.
+
+A finished job keeps its result; its input is removed at once. A job deleted while it runs is cancelled
+(`cancel`); its id is remembered only until that cancellation has been handled. Each converted page is
+kept in the job's `pages/` folder until the job ends, so a job interrupted by a stop (or a kill) goes
+on after the restart from where it was: only its missing pages are converted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+
+from ocrserve.document import Page
+from ocrserve.render import render_json
+from ocrserve.api.jobs import JobStore
+from ocrserve.api.service import Checked, Service
+
+log = logging.getLogger(__name__)
+
+
+class JobWorker:
+    def __init__(self, service: Service, store: JobStore, workers: int) -> None:
+        self.service, self.store = service, store
+        self.n = max(1, int(workers))
+        self.wake = asyncio.Event()
+        self.running: dict[str, asyncio.Task] = {}
+        self.deleted: set[str] = set()  # running jobs deleted, until their task has stopped
+        self.stopping = False
+        self._loops: list[asyncio.Task] = []
+
+    def start(self) -> None:
+        n = self.store.recover()
+        if n:
+            log.warning("resuming %d job(s) left running by a stopped service", n)
+        self._loops = [asyncio.create_task(self._loop(), name=f"ocrserve-job-worker-{i}") for i in range(self.n)]
+
+    async def stop(self) -> None:
+        self.stopping = True
+        for t in self._loops:
+            t.cancel()
+        await asyncio.gather(*self._loops, return_exceptions=True)
+
+    def notify(self) -> None:
+        self.wake.set()
+
+    def cancel(self, job_id: str) -> None:
+        """A deleted job: stop converting it if it runs (a job not running has nothing to stop)."""
+        t = self.running.get(job_id)
+        if t is not None and not t.done():
+            self.deleted.add(job_id)
+            t.cancel()
+
+    async def _loop(self) -> None:
+        while not self.stopping:
+            job = self.store.claim()
+            if job is None:
+                self.wake.clear()
+                try:
+                    await asyncio.wait_for(self.wake.wait(), timeout=1.0)
+                except TimeoutError:
+                    pass
+                continue
+            t = asyncio.create_task(self._run(job))
+            self.running[job["id"]] = t
+            try:
+                await asyncio.wait({t})
+            except asyncio.CancelledError:  # the service stops: the job goes back to the queue
+                t.cancel()
+                await asyncio.wait({t})
+                raise
+            finally:
+                self.running.pop(job["id"], None)
+                self.deleted.discard(job["id"])
+
+    async def _run(self, job: dict) -> None:
+        job_id = job["id"]
+        counts = {"done": 0, "failed": 0}
+
+        pages_dir = self.store.pages_dir(job_id)
+        # pages are reused only by the same model and engine
+        run = {"model": getattr(getattr(self.service, "profile", None), "name", None),
+               "engine": getattr(getattr(self.service, "engine", None), "name", None)}
+        known = await asyncio.to_thread(_load_pages, pages_dir, run)
+        if known:
+            log.info("job %s: %d page(s) kept from an interrupted run", job_id, len(known))
+
+        def on_page(index: int, status: str, page: Page | None = None) -> None:
+            # kept before it is counted; only pages the model read (a fallback page, e.g. while the model
+            # server was down, is asked of the model again after a restart)
+            if page is not None and status == "ok" and index not in known and job_id not in self.deleted:
+                try:
+                    _write_page(pages_dir, page, run)
+                except OSError as e:  # a checkpoint is a saving, never a failure
+                    log.warning("job %s: cannot keep page %d for a resume: %s", job_id, index + 1, e)
+            counts["done"] += 1
+            counts["failed"] += status == "failed"
+            self.store.progress(job_id, counts["done"], counts["failed"])
+
+        checked = Checked(path=Path(job["input_path"]), filename=job["filename"], info=None, pages=job["pages"],
+                          selected=job["pages_total"])
+        try:
+            result, interrupted, _ = await self.service.convert(checked, on_page=on_page, known_pages=known)
+        except asyncio.CancelledError:
+            interrupted = True
+            result = None
+        except Exception as e:  # noqa: BLE001 - a bug fails the job, never the worker
+            log.exception("job %s", job_id)
+            self.service.metrics.failures.labels(kind="internal").inc()
+            await self._finish(job_id, "failed", error=f"internal error: {e!r}")
+            return
+        if interrupted or result is None:
+            if job_id not in self.deleted:
+                self.store.requeue(job_id)
+                log.info("job %s interrupted; back in the queue", job_id)
+            return
+        if job_id in self.deleted:
+            return
+        if result.document is None:
+            self.service.metrics.failures.labels(kind="job").inc()
+            await self._finish(job_id, "failed", error=result.error)
+            return
+        doc = result.document
+        try:
+            await asyncio.to_thread(self._write_result, job_id, render_json(doc))
+        except OSError as e:
+            await self._finish(job_id, "failed", error=f"cannot write the result: {e}")
+            return
+        await self._finish(job_id, "done", error=result.error, pages_done=len(doc.pages),
+                           pages_failed=sum(p.status == "failed" for p in doc.pages))
+
+    async def _finish(self, job_id: str, status: str, **kw) -> None:
+        """Record the job's end; its input goes (the result is what is kept). If this is interrupted
+        before the input is gone, the next start's tidy removes it."""
+        if self.store.finish(job_id, status, **kw):  # type: ignore[arg-type]
+            await asyncio.to_thread(self.store.drop_input, job_id)
+            await asyncio.to_thread(shutil.rmtree, self.store.pages_dir(job_id), True)
+
+    def _write_result(self, job_id: str, text: str) -> None:
+        """In a thread, which runs to its end even if the job is cancelled meanwhile: a job deleted while
+        its result was written leaves no folder behind (the check comes after the write)."""
+        try:
+            _write_atomic(self.store.result_path(job_id), text)
+        finally:
+            if self.store.owner(job_id) is None:  # deleted meanwhile
+                shutil.rmtree(self.store.job_dir(job_id), ignore_errors=True)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _write_page(folder: Path, page: Page, run: dict) -> None:
+    """One finished page of a running job (atomic: a torn file would only be converted again). The job's
+    folder must exist: a job deleted meanwhile gets no folder back."""
+    folder.mkdir(exist_ok=True)  # not parents: a deleted job's folder is not made again
+    if not (folder / "run.json").is_file():
+        tmp = folder / ".run.json.tmp"
+        tmp.write_text(json.dumps(run), encoding="utf-8")
+        os.replace(tmp, folder / "run.json")
+    tmp = folder / f".{page.index}.json.tmp"
+    tmp.write_text(page.model_dump_json(), encoding="utf-8")
+    os.replace(tmp, folder / f"{page.index}.json")
+
+
+def _load_pages(folder: Path, run: dict) -> dict[int, Page]:
+    """The pages an interrupted run of the job finished with the same model and engine (unreadable ones
+    are left out: converted again). Pages of another model or engine are dropped."""
+    pages: dict[int, Page] = {}
+    if not folder.is_dir():
+        return pages
+    try:
+        same = json.loads((folder / "run.json").read_text(encoding="utf-8")) == run
+    except (OSError, ValueError):
+        same = False
+    if not same:
+        shutil.rmtree(folder, ignore_errors=True)
+        return pages
+    for f in folder.glob("*.json"):
+        if not f.stem.isdigit():
+            continue
+        try:
+            page = Page.model_validate_json(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if f.stem == str(page.index) and page.status == "ok":
+            pages[page.index] = page
+    return pages

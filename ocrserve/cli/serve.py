@@ -1,0 +1,169 @@
+"""`ocrserve serve`: vLLM replicas of a Chandra model on the local GPUs, memory-lean and supervised."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shlex
+import tempfile
+import threading
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+HELP = """Serve a Chandra model with vLLM on the local GPUs (one replica per GPU by default).
+
+Prints the memory plan, then starts (or attaches to) the vLLM servers, waits until they are
+healthy, restarts one that dies and stops them all on Ctrl-C / SIGTERM. Flags after `--` go to
+`vllm serve` unchanged and win over ours, e.g. `ocrserve serve -- --enforce-eager`.
+"""
+
+
+def _parse_gpus(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"--gpus must be comma-separated GPU indexes like 0,1, got {text!r}")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("serve", help=HELP, context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+    def serve(
+        ctx: typer.Context,
+        model: str = typer.Option("chandra-1", "--model", "-m", help="chandra-1, chandra-2, a profile file, or a model folder"),
+        profile: Optional[str] = typer.Option(None, help="model profile when --model is a folder (default chandra-1)"),
+        gpus: Optional[str] = typer.Option(None, help="GPU indexes to use, e.g. 0,1 (default: all)"),
+        parallel: str = typer.Option("dp", help="dp (a replica per GPU), tp (tensor parallel), epd (encoder/decoder split)"),
+        dp_backend: str = typer.Option("processes", help="dp as one process per GPU (processes) or vLLM's --data-parallel-size (vllm)"),
+        memory: str = typer.Option("lean", help="lean: KV cache sized for --concurrency; max: 90% of the GPU"),
+        quantization: str = typer.Option("fp8", help="fp8 (weights and KV cache) or none (bf16)"),
+        concurrency: int = typer.Option(128, help="pages in flight a replica is sized for (--max-num-seqs)"),
+        output_tokens: int = typer.Option(1024, help="expected output tokens a page (KV plan; max length stays the profile's)"),
+        max_num_batched_tokens: Optional[int] = typer.Option(None, help="prefill tokens a step (default: two largest pages)"),
+        gpu_memory_utilization: Optional[float] = typer.Option(None, help="with --memory max: fraction of the GPU (default 0.9)"),
+        port: int = typer.Option(8000, help="first port; replica i of dp listens on port+i"),
+        host: str = typer.Option("127.0.0.1", help="interface the servers listen on"),
+        served_model_name: str = typer.Option("chandra", help="model name the server answers to"),
+        load_format: Optional[str] = typer.Option(None, help="vLLM --load-format (dummy: random weights, for benchmarks)"),
+        enforce_eager: bool = typer.Option(False, help="skip torch.compile and CUDA graphs (fast start, slower)"),
+        mm_cache_gb: float = typer.Option(1.0, help="vLLM multimodal processor cache (CPU RAM, GiB; retries hit it)"),
+        prefix_caching: bool = typer.Option(True, help="vLLM prefix caching (a retried page skips its prefill)"),
+        epd_encoders: int = typer.Option(1, help="with --parallel epd: GPUs running the vision tower"),
+        gpu_memory_gib: Optional[float] = typer.Option(None, help="GPU memory to plan for instead of asking nvidia-smi"),
+        dry_run: bool = typer.Option(False, "--dry-run", help="print the plan and the commands, start nothing"),
+        api_port: Optional[int] = typer.Option(None, help="also run the OCR HTTP API on this port (when installed)"),
+        vllm_bin: Optional[str] = typer.Option(None, help="vllm executable (env OCRSERVE_VLLM_BIN; default vllm)"),
+        log_dir: Optional[Path] = typer.Option(None, help="where each process logs (default: a temp folder)"),
+        health_timeout: float = typer.Option(900.0, help="seconds a server may take to become healthy"),
+        max_restarts: int = typer.Option(3, help="restarts in a row of a dying replica before giving up"),
+    ) -> None:
+        from ocrserve.profiles import load_profile
+        from ocrserve.vllm.launch import ServeOptions, build_layout, model_ref
+        from ocrserve.vllm.gpus import NoGPUError, detect_gpus
+        from ocrserve.vllm.plan import ModelShape, plan_replica
+        from ocrserve.vllm.supervise import ServeError, Supervisor
+
+        for name, value, allowed in [("--parallel", parallel, ("dp", "tp", "epd")), ("--memory", memory, ("lean", "max")),
+                                     ("--quantization", quantization, ("fp8", "none")),
+                                     ("--dp-backend", dp_backend, ("processes", "vllm"))]:
+            if value not in allowed:
+                raise typer.BadParameter(f"{name} must be one of {', '.join(allowed)}, got {value!r}")
+        model_dir = Path(model) if Path(model).is_dir() else None
+        try:
+            prof = load_profile(profile or ("chandra-1" if model_dir else model))
+        except ValueError as e:
+            raise typer.BadParameter(str(e), param_hint="--model")
+        shape = ModelShape.from_profile(prof)
+        if model_dir:
+            shape = shape.with_model_config(model_dir)
+        wanted = _parse_gpus(gpus)
+        if gpu_memory_gib is not None:
+            gpu_ids, mem = wanted or [0], gpu_memory_gib
+        else:
+            try:
+                found = detect_gpus()
+            except NoGPUError as e:
+                typer.echo(f"error: {e}" + ("; with --dry-run, give --gpu-memory-gib to plan anyway" if dry_run else ""), err=True)
+                raise typer.Exit(2)
+            by_index = {g.index: g for g in found}
+            missing = [i for i in (wanted or []) if i not in by_index]
+            if missing:
+                raise typer.BadParameter(f"no GPU {missing}; this machine has {sorted(by_index)}", param_hint="--gpus")
+            gpu_ids = wanted or sorted(by_index)
+            mem = min(by_index[i].memory_gib for i in gpu_ids)
+        n = len(gpu_ids)
+        share = 1.0 / n if parallel == "tp" else 1.0
+        try:
+            plan = plan_replica(prof, shape, mem, memory=memory, quantization=quantization, concurrency=concurrency,
+                                expected_output_tokens=output_tokens, max_num_batched_tokens=max_num_batched_tokens,
+                                gpu_memory_utilization=gpu_memory_utilization, weight_share=share)
+            opts = ServeOptions(model=model_ref(model, prof), served_model_name=served_model_name, gpus=gpu_ids,
+                                parallel=parallel, dp_backend=dp_backend, host=host, port=port,
+                                vllm_bin=vllm_bin or os.environ.get("OCRSERVE_VLLM_BIN", "vllm"),
+                                load_format=load_format, mm_processor_cache_gb=mm_cache_gb, prefix_caching=prefix_caching,
+                                enforce_eager=enforce_eager, epd_encoders=epd_encoders, extra_args=list(ctx.args))
+            layout = build_layout(opts, prof, plan)
+        except ValueError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2)
+
+        typer.echo(f"{prof.name} ({opts.model}) on GPU {','.join(map(str, gpu_ids))}, parallel {parallel}"
+                   + (" (per GPU)" if parallel == "tp" else ""))
+        typer.echo(plan.describe())
+        typer.echo("commands:")
+        for p in layout.processes:
+            typer.echo(f"  [{p.name}] {p.shell()}")
+        typer.echo("endpoints: " + " ".join(layout.endpoints))
+        if dry_run:
+            return
+
+        if parallel == "epd":
+            Path(opts.ec_storage).mkdir(parents=True, exist_ok=True)  # ECExampleConnector's shared folder
+        logs = log_dir or Path(tempfile.mkdtemp(prefix="ocrserve-serve-"))
+        sup = Supervisor(layout, logs, health_timeout=health_timeout, max_restarts=max_restarts)
+        sup.install_signal_handlers()
+        typer.echo(f"logs: {logs}")
+        try:
+            sup.start()
+        except ServeError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(1)
+        except KeyboardInterrupt:
+            typer.echo("stopped", err=True)
+            raise typer.Exit(130)
+        attached = [c.spec.name for c in sup.children if c.attached]
+        typer.echo("ready" + (f" (attached to running {', '.join(attached)})" if attached else "")
+                   + ": " + " ".join(layout.endpoints), err=False)
+        if api_port is not None:
+            _start_api(api_port, host, layout.endpoints, served_model_name, prof.name, sup)
+        try:
+            sup.run()
+        except ServeError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(1)
+        typer.echo("stopped", err=True)
+
+
+def _start_api(port: int, host: str, endpoints: list[str], served_model: str, profile: str, sup) -> None:
+    """Hook for the OCR HTTP API (ocrserve.api.app, built separately): uvicorn in a thread, fed the replica URLs.
+
+    The API (ocrserve.api.create_app) gets one openai engine spread over the replica URLs.
+    """
+    if importlib.util.find_spec("ocrserve.api") is None or importlib.util.find_spec("ocrserve.api.app") is None:
+        typer.echo("note: the OCR API (ocrserve.api.app) is not installed; serving vLLM only", err=True)
+        return
+    import uvicorn
+
+    from ocrserve.api import create_app
+    from ocrserve.settings import get_settings
+
+    # one openai engine over every replica (comma-separated URLs: pages go to the least busy one)
+    settings = get_settings(server=",".join(endpoints), served_model=served_model, model=profile, engine="openai")
+    asgi = create_app(settings)
+    server = uvicorn.Server(uvicorn.Config(asgi, host=host, port=port, log_level="info"))
+    server.install_signal_handlers = lambda: None  # the supervisor owns SIGINT/SIGTERM
+    threading.Thread(target=server.run, name="ocr-api", daemon=True).start()
+    typer.echo(f"OCR API: http://{host}:{port}  (replicas: {shlex.join(endpoints)})")

@@ -1,0 +1,393 @@
+"""The embedded engine `lite`: the PDF text layer where it is usable, RapidOCR where it is not.
+
+No GPU, no weights to download (the `rapidocr` wheel ships its ONNX models; onnxruntime on the
+CPU). Lines become layout blocks (ocrserve.engines.lite.layout) and the answer is Chandra's raw HTML
+layout-block form, boxes in the profile's scale and format, so parsing and rendering are shared
+with the model engines. Also the fallback for pages a model engine gives up on (`lite_raw_for`).
+
+pypdfium2 is not thread-safe and OCR is CPU-bound: pages go to a bounded set of worker processes
+(fork on Linux, else the platform's default), each with its own pdfium state and one RapidOCR instance
+created on first use. Each worker runs one page at a time, so a page that hangs past `timeout` (or
+whose caller gives up) is stopped by killing its own worker, which a fresh one replaces; a page that
+crashes its worker fails alone. The other pages never notice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures as cf
+import logging
+import math
+import multiprocessing as mp
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from PIL import Image
+
+from ocrserve.ingest.pool import kill_workers, worker_processes
+from ocrserve.profiles import Profile, load_profile
+from ocrserve.engines.base import DeltaCallback, EngineError, EngineResult, PageInput
+from ocrserve.engines.lite.layout import blocks_to_raw, build_blocks
+from ocrserve.engines.lite.textlayer import Line, analyze_page
+
+log = logging.getLogger(__name__)
+
+OCR_LONG_SIDE = 1700        # pixels of the long side of a page rendered for OCR (~150 dpi on Letter)
+OCR_MAX_SCALE = 4.0         # at most 288 dpi for tiny pages
+OCR_MIN_SCORE = 0.5         # RapidOCR lines below this confidence are dropped
+
+
+# ---------------------------------------------------------------- worker side
+
+_OCR: Any = None
+_DOCS: dict[tuple[str, float, str | None], Any] = {}
+_PDFIUM_LOCK = threading.Lock()   # for in-process use (lite_raw_for)
+
+
+def _quiet_rapidocr() -> None:
+    for name in ("RapidOCR", "rapidocr"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def _worker_init(threads: int, warm: bool = True) -> None:
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads))
+    os.environ["OCRSERVE_LITE_THREADS"] = str(threads)
+    _quiet_rapidocr()
+    if warm:
+        try:
+            _ocr_engine()  # one RapidOCR per process, loaded before the first page
+        except Exception as exc:  # noqa: BLE001 - reported again on the first page that needs OCR
+            log.warning("RapidOCR could not be loaded: %s", exc)
+
+
+def _ocr_engine():
+    global _OCR
+    if _OCR is None:
+        _quiet_rapidocr()
+        from rapidocr import RapidOCR
+
+        threads = int(os.environ.get("OCRSERVE_LITE_THREADS", "0") or 0) or -1
+        _OCR = RapidOCR(params={
+            "Global.log_level": "error",
+            "Global.use_cls": False,
+            "EngineConfig.onnxruntime.intra_op_num_threads": threads,
+            "EngineConfig.onnxruntime.inter_op_num_threads": 1,
+        })
+        _quiet_rapidocr()
+    return _OCR
+
+
+def _deskew_angle(quads: list[list[list[float]]]) -> float:
+    """Median angle (radians) of the long, flat text boxes."""
+    angles = []
+    for q in quads:
+        (x0, y0), (x1, y1), _, (x3, y3) = q[0], q[1], q[2], q[3]
+        w = math.hypot(x1 - x0, y1 - y0)
+        h = math.hypot(x3 - x0, y3 - y0)
+        if w > 3 * h and w > 0:
+            angles.append(math.atan2(y1 - y0, x1 - x0))
+    if not angles:
+        return 0.0
+    angles.sort()
+    return angles[len(angles) // 2]
+
+
+def ocr_lines(image: Image.Image) -> list[Line]:
+    """RapidOCR on an image -> lines in the image's pixel coordinates (deskewed by the median angle)."""
+    import numpy as np
+
+    img = image if image.mode == "RGB" else image.convert("RGB")
+    result = _ocr_engine()(np.asarray(img))
+    boxes = getattr(result, "boxes", None)
+    txts = getattr(result, "txts", None)
+    scores = getattr(result, "scores", None)
+    if boxes is None or txts is None:
+        return []
+    quads = [[[float(p[0]), float(p[1])] for p in q] for q in boxes]
+    angle = _deskew_angle(quads)
+    cx, cy = img.width / 2, img.height / 2
+    ca, sa = math.cos(-angle), math.sin(-angle)
+    lines = []
+    for q, text, score in zip(quads, txts, scores if scores is not None else [1.0] * len(quads)):
+        text = (text or "").strip()
+        if not text or float(score) < OCR_MIN_SCORE:
+            continue
+        if abs(angle) > 0.002:
+            q = [[cx + (x - cx) * ca - (y - cy) * sa, cy + (x - cx) * sa + (y - cy) * ca] for x, y in q]
+        xs, ys = [p[0] for p in q], [p[1] for p in q]
+        lines.append(Line(text=text, x0=min(xs), y0=min(ys), x1=max(xs), y1=max(ys), score=float(score)))
+    _estimate_sizes(lines)
+    return lines
+
+
+def _estimate_sizes(lines: list[Line]) -> None:
+    """A font-size proxy for OCR lines: box height (skewed by descenders and padding) averaged with
+    the mean character width (which bold, large headings inflate), both relative to the page median."""
+    if not lines:
+        return
+    hs = sorted(l.h for l in lines)
+    cws = sorted(l.w / max(len(l.text), 1) for l in lines)
+    h_med, cw_med = hs[len(hs) // 2], max(cws[len(cws) // 2], 1e-6)
+    for l in lines:
+        cw = l.w / max(len(l.text), 1)
+        l.size = h_med * (l.h / h_med + cw / cw_med) / 2
+
+
+def _open_pdf(path: str, password: str | None):
+    import pypdfium2 as pdfium
+
+    key = (path, os.path.getmtime(path), password)
+    doc = _DOCS.get(key)
+    if doc is None:
+        while len(_DOCS) >= 2:
+            _DOCS.pop(next(iter(_DOCS))).close()
+        doc = pdfium.PdfDocument(path, password=password)
+        _DOCS[key] = doc
+    return doc
+
+
+@dataclass
+class LiteOptions:
+    bbox_scale: int = 1024
+    bbox_format: str = "list"
+    ocr: str = "auto"              # auto | always | never (never: text layer only, empty page if none)
+    trust_invisible: bool = True   # use an earlier invisible OCR layer when it reads like text
+
+
+def page_raw(task: dict) -> dict:
+    """One page -> raw layout-block HTML (runs in a worker process, or in-process under a lock)."""
+    t0 = time.perf_counter()
+    opts = LiteOptions(**task["options"])
+    info: dict[str, Any] = {}
+    if task.get("source_type") == "pdf" and task.get("source_path"):
+        doc = _open_pdf(task["source_path"], task.get("password"))
+        page = doc[task["index"]]
+        report = analyze_page(page, trust_invisible=opts.trust_invisible)
+        width, height = report.width, report.height
+        verdict = report.verdict
+        if opts.ocr == "always":
+            verdict = "ocr_page"
+        elif opts.ocr == "never" and verdict != "text":
+            verdict = "text"
+        info.update(verdict=verdict, reason=report.reason)
+        lines: list[Line] = list(report.lines) if verdict != "ocr_page" else []
+        figures: list[tuple[float, float, float, float]] = []
+        if verdict in ("ocr_page", "ocr_regions"):
+            scale = min(max(OCR_LONG_SIDE / max(width, height, 1.0), 1.0), OCR_MAX_SCALE)
+            rendered = page.render(scale=scale).to_pil()
+            if verdict == "ocr_page":
+                lines = [_scaled(l, 1 / scale, 0, 0) for l in ocr_lines(rendered)]
+            else:
+                for x0, y0, x1, y1 in report.ocr_regions:
+                    box = (int(x0 * scale), int(y0 * scale), int(math.ceil(x1 * scale)), int(math.ceil(y1 * scale)))
+                    found = ocr_lines(rendered.crop(box)) if box[2] - box[0] > 8 and box[3] - box[1] > 8 else []
+                    found = [l for l in found if l.score >= 0.7]
+                    if found:
+                        lines += [_scaled(l, 1 / scale, x0, y0) for l in found]
+                    else:
+                        figures.append((x0, y0, x1, y1))
+        page.close()
+        ocr = verdict == "ocr_page"
+    else:
+        image: Image.Image = task["image"]
+        width, height = float(image.width), float(image.height)
+        lines, figures, ocr = ocr_lines(image), [], True
+        info.update(verdict="ocr_page", reason="image")
+    blocks = build_blocks(lines, width, height, figures=figures, ocr=ocr)
+    raw = blocks_to_raw(blocks, width, height, opts.bbox_scale, opts.bbox_format)
+    info["elapsed_s"] = time.perf_counter() - t0
+    return {"raw": raw, **info}
+
+
+def _scaled(l: Line, f: float, dx: float, dy: float) -> Line:
+    return Line(l.text, l.x0 * f + dx, l.y0 * f + dy, l.x1 * f + dx, l.y1 * f + dy, l.size, l.bold, l.score)
+
+
+# ---------------------------------------------------------------- engine side
+
+
+def _task(page: PageInput, options: dict) -> dict:
+    task = {
+        "source_type": page.source_type,
+        "source_path": page.source_path,
+        "index": page.index,
+        "password": page.password,
+        "options": options,
+    }
+    if not (page.source_type == "pdf" and page.source_path):
+        task["image"] = page.image
+    return task
+
+
+def _options(profile: Profile, options: dict) -> dict:
+    ocr = str(options.get("ocr", "auto"))
+    if ocr not in ("auto", "always", "never"):
+        raise EngineError(f"lite option ocr={ocr!r}: use auto, always or never")
+    return {
+        "bbox_scale": int(profile.bbox_scale),
+        "bbox_format": profile.bbox_format,
+        "ocr": ocr,
+        "trust_invisible": bool(options.get("trust_invisible", True)),
+    }
+
+
+def lite_raw_for(page: PageInput, profile: Profile | str | None = None, **options) -> str:
+    """Raw layout-block HTML for one page, computed in this process (the pipeline's fallback).
+
+    Serialised by a lock: pdfium must not run on two threads of a process at once.
+    """
+    prof = load_profile(profile)
+    with _PDFIUM_LOCK:
+        return page_raw(_task(page, _options(prof, options)))["raw"]
+
+
+def _default_workers(settings) -> int:
+    n = int(getattr(settings, "lite_workers", 0) or 0) if settings is not None else 0
+    return max(1, n or min(os.cpu_count() or 1, 8))
+
+
+class _Worker:
+    """One worker process, one page at a time (a single-process executor): it can be killed alone."""
+
+    def __init__(self, ctx, initializer, initargs) -> None:
+        self.executor = cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=initializer,
+                                               initargs=initargs)
+
+    def kill(self) -> None:
+        """SIGKILL the process now; the executor reaps it in the background."""
+        kill_workers(self.executor)
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+    def kill_and_wait(self) -> None:
+        """Kill the process and wait until it is gone (blocking: run it in a thread)."""
+        procs = worker_processes(self.executor)
+        self.kill()
+        for proc in procs:
+            try:
+                proc.join(10)
+            except (OSError, ValueError):
+                pass
+
+    def close(self, wait: bool) -> None:
+        self.executor.shutdown(wait=wait, cancel_futures=True)
+
+
+class LiteEngine:
+    """Engine `lite`: text layer + RapidOCR on the CPU, pages in worker processes (one page each at a time)."""
+
+    name = "lite"
+
+    def __init__(self, profile: Profile | str | None = None, settings=None, workers: int | None = None, **options):
+        self.profile = load_profile(profile)
+        self.settings = settings
+        self.workers = max(1, int(workers or _default_workers(settings)))
+        # load RapidOCR when a worker starts (else on the first page that needs OCR)
+        self.warm = bool(options.pop("warm", True))
+        # seconds a page may run on its worker; then it fails and the worker is killed and replaced
+        self.timeout = float(options.pop("timeout", getattr(settings, "request_timeout", 600.0) or 600.0))
+        # options meant for other engines (server, api_key, ...) are ignored here
+        self.options = _options(self.profile, options)
+        self._lock = threading.Lock()
+        self._idle: list[_Worker] = []   # started workers waiting for a page
+        self._live: set[_Worker] = set()  # every worker not yet closed (idle or running a page)
+        self._gate: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+
+    def _new_worker(self) -> _Worker:
+        threads = max(1, (os.cpu_count() or 1) // self.workers)
+        from ocrserve.ingest.pool import _worker_init as _guard, default_start_method
+
+        # fork on Linux like the render pool: a user's script needs no __main__ guard (the parent never
+        # loads RapidOCR; each worker loads its own); workers die with the parent
+        start = getattr(self.settings, "mp_start", None) or default_start_method()
+        return _Worker(mp.get_context(start), _guard, (_worker_init, (threads, self.warm)))
+
+    def _take(self) -> _Worker:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+            worker = self._new_worker()
+            self._live.add(worker)
+            return worker
+
+    def _give_back(self, worker: _Worker) -> None:
+        with self._lock:
+            if worker in self._live and len(self._idle) < self.workers:
+                self._idle.append(worker)
+                return
+            self._live.discard(worker)
+        worker.close(wait=False)
+
+    def _drop(self, worker: _Worker) -> None:
+        with self._lock:
+            self._live.discard(worker)
+            if worker in self._idle:
+                self._idle.remove(worker)
+
+    def _semaphore(self) -> asyncio.Semaphore:
+        """At most `workers` pages running at once (per event loop; the workers are shared)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._gate is None or self._gate[0] is not loop:
+                self._gate = (loop, asyncio.Semaphore(self.workers))
+            return self._gate[1]
+
+    def capacity(self) -> int:
+        return self.workers * 2
+
+    async def ocr(self, page: PageInput, *, on_delta: DeltaCallback | None = None) -> EngineResult:
+        t0 = time.perf_counter()
+        try:
+            task = _task(page, self.options)
+        except Exception as exc:  # noqa: BLE001 - engines never raise for a page
+            return self._fail(page, f"{type(exc).__name__}: {exc}", t0)
+        async with self._semaphore():
+            worker = self._take()
+            try:
+                fut = worker.executor.submit(page_raw, task)
+                out = await asyncio.wait_for(asyncio.wrap_future(fut), timeout=self.timeout)
+            except asyncio.TimeoutError:
+                self._drop(worker)
+                await asyncio.get_running_loop().run_in_executor(None, worker.kill_and_wait)
+                return self._fail(page, f"lite timed out after {self.timeout:g} s on this page; "
+                                        "its worker process was killed and replaced", t0)
+            except asyncio.CancelledError:  # the caller gave up: stop the work, free the slot
+                self._drop(worker)
+                worker.kill()
+                raise
+            except cf.process.BrokenProcessPool as exc:  # this page took its worker down
+                self._drop(worker)
+                worker.close(wait=False)
+                return self._fail(page, f"lite worker died on this page: {exc}", t0)
+            except Exception as exc:  # noqa: BLE001 - the page failed, the worker is fine
+                self._give_back(worker)
+                return self._fail(page, f"{type(exc).__name__}: {exc}", t0)
+            self._give_back(worker)
+        raw = out.pop("raw")
+        if on_delta is not None and raw:
+            res = on_delta(raw)
+            if asyncio.iscoroutine(res):
+                await res
+        return EngineResult(raw=raw, ok=True, engine=self.name, finish_reason="stop",
+                            elapsed_s=time.perf_counter() - t0, extra=out)
+
+    def _fail(self, page: PageInput, error: str, t0: float) -> EngineResult:
+        log.warning("lite failed on page %s of %s: %s", page.index + 1, page.source_path or page.doc_id, error)
+        return EngineResult(raw="", ok=False, engine=self.name, finish_reason="error", error=error,
+                            elapsed_s=time.perf_counter() - t0)
+
+    def _close_all(self) -> list[_Worker]:
+        with self._lock:
+            workers, self._live, self._idle = list(self._live), set(), []
+        return workers
+
+    async def aclose(self) -> None:
+        workers = self._close_all()
+        if workers:
+            await asyncio.get_running_loop().run_in_executor(None, lambda: [w.close(wait=True) for w in workers])
+
+    def close(self) -> None:
+        for worker in self._close_all():
+            worker.close(wait=False)

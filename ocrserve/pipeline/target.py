@@ -1,0 +1,161 @@
+"""Where a Ray run writes: a local folder (atomic, via output.write_document) or any fsspec URL.
+
+The driver is the only writer. A local folder gets exactly what the local pipeline writes (staging
+folder swapped into place). A remote target (s3://, gs://, file://, memory://, ...) gets the same
+files uploaded into OUT/<name>/ with the JSON last, after any older output of the document was
+removed, so the JSON's presence keeps meaning "complete" there too. Completeness is the local
+run's rule (output.is_complete): the JSON is there, its source hash matches, no page failed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Any
+
+from ocrserve.document import Document
+from ocrserve.pipeline.output import clean_stale_staging, staging_dir, write_document
+
+log = logging.getLogger(__name__)
+
+
+_COLLAPSED = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+):/(?!/)(.*)$")
+
+
+def normalize_target(target: str | Path) -> str:
+    """The output as a string; `s3:/bucket/x` (a URL that went through pathlib.Path) -> `s3://bucket/x`."""
+    s = str(target)
+    m = _COLLAPSED.match(s)
+    if m and "://" not in s:
+        scheme, rest = m.groups()
+        s = f"file:///{rest}" if scheme == "file" else f"{scheme}://{rest}"
+    return s
+
+
+def is_url(target: str | Path) -> bool:
+    return "://" in normalize_target(target)
+
+
+def complete_sha(data: Any) -> str | None:
+    """The source hash of a finished output's JSON, or None when it does not count as complete.
+
+    Same rule as output.is_complete: a readable JSON whose pages all did not fail.
+    """
+    if not isinstance(data, dict):
+        return None
+    if not all(pg.get("status") != "failed" for pg in data.get("pages", [])):
+        return None
+    return (data.get("source") or {}).get("sha256") or ""
+
+
+class OutputTarget:
+    """A local folder or an fsspec URL, written by the driver."""
+
+    def __init__(self, target: str | Path, storage_options: dict | None = None) -> None:
+        self.target = normalize_target(target)
+        self.storage_options = storage_options or {}
+        self._fs = None
+        if is_url(self.target):
+            import fsspec
+
+            self._fs, root = fsspec.core.url_to_fs(self.target, **self.storage_options)
+            self.root = root.rstrip("/")
+            self.local: Path | None = None
+        else:
+            self.local = Path(self.target)
+            self.root = str(self.local)
+
+    def __str__(self) -> str:
+        return self.target
+
+    # -- paths -------------------------------------------------------------------------------
+    def _json_path(self, name: str) -> str:
+        base = name.rsplit("/", 1)[-1]
+        return f"{self.root}/{name}/{base}.json"
+
+    def location(self, name: str) -> str:
+        if self.local is not None:
+            return str(self.local / name)
+        return f"{self.target.rstrip('/')}/{name}"
+
+    # -- before a run ------------------------------------------------------------------------
+    def prepare(self) -> None:
+        if self.local is not None:
+            self.local.mkdir(parents=True, exist_ok=True)
+            clean_stale_staging(self.local)
+        else:
+            self._fs.makedirs(self.root, exist_ok=True)
+
+    def done_sha(self, name: str) -> str | None:
+        """The source hash this document's complete output was made from, or None (not complete)."""
+        try:
+            if self.local is not None:
+                p = self.local / name / f"{name.rsplit('/', 1)[-1]}.json"
+                if not p.is_file():
+                    return None
+                data = json.loads(p.read_text(encoding="utf-8"))
+            else:
+                path = self._json_path(name)
+                if not self._fs.isfile(path):
+                    return None
+                with self._fs.open(path, "rb") as f:
+                    data = json.loads(f.read().decode("utf-8"))
+        except (OSError, ValueError):
+            return None
+        return complete_sha(data)
+
+    # -- writing -----------------------------------------------------------------------------
+    def write(self, doc: Document, name: str, files: dict[str, bytes], run_id: str, *,
+              keep_headers_footers: bool = False) -> str:
+        """Write the document's files and its figure crops (relative path -> bytes); returns where."""
+        if self.local is not None:
+            staging = staging_dir(self.local, name, run_id)
+            try:
+                _put_files(staging, files)
+                return str(write_document(doc, self.local, name, staging, keep_headers_footers=keep_headers_footers))
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)
+                raise
+        with tempfile.TemporaryDirectory(prefix="ocrserve-ray-") as tmp:
+            out = Path(tmp)
+            staging = staging_dir(out, name, uuid.uuid4().hex[:8])
+            _put_files(staging, files)
+            folder = write_document(doc, out, name, staging, keep_headers_footers=keep_headers_footers)
+            self._upload(folder, name)
+        return self.location(name)
+
+    def _upload(self, folder: Path, name: str) -> None:
+        fs = self._fs
+        dest = f"{self.root}/{name}"
+        base = name.rsplit("/", 1)[-1]
+        if fs.exists(dest):
+            # the old JSON first: an interrupted overwrite must not look complete
+            old_json = f"{dest}/{base}.json"
+            if fs.exists(old_json):
+                fs.rm(old_json)
+            fs.rm(dest, recursive=True)
+        fs.makedirs(dest, exist_ok=True)
+        files = sorted(p for p in folder.rglob("*") if p.is_file())
+        last = folder / f"{base}.json"
+        for p in [p for p in files if p != last] + [last]:
+            rel = p.relative_to(folder).as_posix()
+            parent = f"{dest}/{rel}".rsplit("/", 1)[0]
+            if parent != dest:
+                fs.makedirs(parent, exist_ok=True)
+            with fs.open(f"{dest}/{rel}", "wb") as f:
+                f.write(p.read_bytes())
+
+
+def _put_files(staging: Path, files: dict[str, bytes]) -> None:
+    staging.mkdir(parents=True, exist_ok=True)
+    for rel, data in files.items():
+        p = (staging / rel).resolve()
+        if staging.resolve() not in p.parents:
+            raise ValueError(f"figure path {rel!r} leaves the document folder")
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)

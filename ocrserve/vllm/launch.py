@@ -1,0 +1,209 @@
+"""Builds the `vllm serve` command lines for a layout of GPUs: dp, tp or epd.
+
+- dp (default): one independent `vllm serve` process per GPU (CUDA_VISIBLE_DEVICES=i, port base+i).
+  Chosen over vLLM's own `--data-parallel-size` because each replica is its own process group: one
+  that dies is restarted alone while the others keep serving, a healthy one is attached to by its
+  port, and no DP coordinator or cross-GPU collectives sit in the request path. The price is N URLs
+  instead of one; the OCR API (and `--dp-backend vllm` for a single URL) covers that.
+- tp: one process over all GPUs with `--tensor-parallel-size N` (weights and KV heads split).
+- epd: encoder/decoder disaggregation. Encoder instances (`--mm-encoder-only`, EC producer) run
+  only the vision tower; prefill+decode instances (EC consumer) take the encoder outputs through
+  vLLM's encoder-cache transfer (`--ec-transfer-config`, ECExampleConnector over a shared folder;
+  ECCPUConnector needs NIXL), and a small proxy (ocrserve.vllm.epd_proxy) sends each page to an
+  encoder first and then to a decoder, as vLLM's examples/disaggregated_encoder proxy does.
+
+Flags for OCR pages: one image and no video a prompt, the image processor capped at the profile's
+pixel budget (so the profiler and the encoder cache size for 6,144-token pages, not 16,384), max
+model length from the page budget, batched tokens and sequences from the plan. Unknown flags pass
+through after `--` and win over ours (the last occurrence of a flag is the one vLLM keeps).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from ocrserve.profiles import Profile
+from ocrserve.vllm.plan import ServePlan
+
+Parallel = Literal["dp", "tp", "epd"]
+
+
+class ProcessSpec(BaseModel):
+    """One child process to run: a vLLM server or the EPD proxy."""
+
+    name: str
+    role: Literal["replica", "encoder", "decoder", "proxy"]
+    argv: list[str]
+    env: dict[str, str] = Field(default_factory=dict)
+    host: str = "127.0.0.1"
+    port: int
+    gpus: list[int] = Field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def shell(self) -> str:
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
+        return (env + " " if env else "") + shlex.join(self.argv)
+
+
+class Layout(BaseModel):
+    """All processes of a serve, and the URLs that clients send pages to."""
+
+    parallel: Parallel
+    processes: list[ProcessSpec]
+    endpoints: list[str] = Field(description="OpenAI-compatible base URLs (…/v1) that take pages")
+
+
+class ServeOptions(BaseModel):
+    """What the command line decided, beyond the memory plan."""
+
+    model: str = Field(description="checkpoint id or local folder passed to vllm serve")
+    served_model_name: str = "chandra"
+    gpus: list[int] = Field(default_factory=lambda: [0])
+    parallel: Parallel = "dp"
+    dp_backend: Literal["processes", "vllm"] = "processes"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    vllm_bin: str = "vllm"
+    load_format: str | None = None
+    mm_processor_cache_gb: float = 1.0
+    prefix_caching: bool = True
+    enforce_eager: bool = False
+    epd_encoders: int = 1
+    ec_connector: str = "ECExampleConnector"
+    ec_storage: str = "/dev/shm/ocrserve-ec"
+    extra_args: list[str] = Field(default_factory=list)
+
+
+def _split_bin(vllm_bin: str) -> list[str]:
+    return shlex.split(vllm_bin) if " " in vllm_bin else [vllm_bin]
+
+
+def _ocr_flags(opts: ServeOptions, profile: Profile, plan: ServePlan) -> list[str]:
+    flags = [
+        "--served-model-name", opts.served_model_name,
+        "--limit-mm-per-prompt", json.dumps({"image": 1, "video": 0}, separators=(",", ":")),
+        "--mm-processor-kwargs", json.dumps({"max_pixels": profile.max_pixels}, separators=(",", ":")),
+        "--mm-processor-cache-gb", f"{opts.mm_processor_cache_gb:g}",
+        # retries re-send the same page: the prefix cache turns their prefill into a lookup
+        "--enable-prefix-caching" if opts.prefix_caching else "--no-enable-prefix-caching",
+        *plan.vllm_args(),
+    ]
+    if opts.load_format:
+        flags += ["--load-format", opts.load_format]
+    if opts.enforce_eager:
+        flags += ["--enforce-eager"]
+    return flags
+
+
+def _vllm(opts: ServeOptions, port: int, flags: list[str]) -> list[str]:
+    return [*_split_bin(opts.vllm_bin), "serve", opts.model, "--host", opts.host, "--port", str(port),
+            *flags, *opts.extra_args]
+
+
+def _cuda(gpus: list[int]) -> dict[str, str]:
+    return {"CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in gpus)}
+
+
+def build_layout(opts: ServeOptions, profile: Profile, plan: ServePlan) -> Layout:
+    """The processes for `opts.parallel` over `opts.gpus`; `plan` is the per-GPU memory plan."""
+    if not opts.gpus:
+        raise ValueError("no GPUs to serve on")
+    if len(set(opts.gpus)) != len(opts.gpus):
+        raise ValueError(f"--gpus lists a GPU twice: {opts.gpus}")
+    flags = _ocr_flags(opts, profile, plan)
+    procs: list[ProcessSpec] = []
+    n = len(opts.gpus)
+    if opts.parallel == "dp" and (opts.dp_backend == "processes" or n == 1):
+        for i, g in enumerate(opts.gpus):
+            port = opts.port + i
+            procs.append(ProcessSpec(name=f"replica-{i}", role="replica", argv=_vllm(opts, port, flags),
+                                     env=_cuda([g]), host=opts.host, port=port, gpus=[g]))
+        endpoints = [f"{p.url}/v1" for p in procs]
+    elif opts.parallel == "dp":
+        argv = _vllm(opts, opts.port, flags + ["--data-parallel-size", str(n)])
+        procs.append(ProcessSpec(name="replica-0", role="replica", argv=argv, env=_cuda(opts.gpus),
+                                 host=opts.host, port=opts.port, gpus=list(opts.gpus)))
+        endpoints = [f"{procs[0].url}/v1"]
+    elif opts.parallel == "tp":
+        argv = _vllm(opts, opts.port, flags + ["--tensor-parallel-size", str(n)])
+        procs.append(ProcessSpec(name="replica-0", role="replica", argv=argv, env=_cuda(opts.gpus),
+                                 host=opts.host, port=opts.port, gpus=list(opts.gpus)))
+        endpoints = [f"{procs[0].url}/v1"]
+    else:
+        procs = _epd(opts, flags, plan)
+        endpoints = [f"{procs[-1].url}/v1"]
+    return Layout(parallel=opts.parallel, processes=procs, endpoints=endpoints)
+
+
+def _ec_config(opts: ServeOptions, role: str) -> str:
+    cfg = {"ec_connector": opts.ec_connector, "ec_role": role,
+           "ec_connector_extra_config": {"shared_storage_path": opts.ec_storage}}
+    return json.dumps(cfg, separators=(",", ":"))
+
+
+def _epd(opts: ServeOptions, flags: list[str], plan: ServePlan) -> list[ProcessSpec]:
+    n = len(opts.gpus)
+    n_enc = opts.epd_encoders
+    if n < 2:
+        raise ValueError("--parallel epd needs at least 2 GPUs: encoders on some, the decoder on the others")
+    if not 1 <= n_enc < n:
+        raise ValueError(f"--epd-encoders must be between 1 and {n - 1} for {n} GPUs, got {n_enc}")
+    enc_gpus, dec_gpus = opts.gpus[:n_enc], opts.gpus[n_enc:]
+    procs: list[ProcessSpec] = []
+    # encoders: vision tower only; a KV cache of one sequence (the language model is skipped)
+    enc_flags = _replace_flag(flags, "--kv-cache-memory-bytes", str(plan.max_model_len * plan.kv_bytes_per_token))
+    enc_flags = _drop_flag(enc_flags, "--gpu-memory-utilization", 1)
+    enc_flags = _replace_flag(enc_flags, "--enable-prefix-caching", None, "--no-enable-prefix-caching")
+    enc_flags += ["--mm-encoder-only", "--ec-transfer-config", _ec_config(opts, "ec_producer")]
+    for i, g in enumerate(enc_gpus):
+        port = opts.port + 1 + i
+        procs.append(ProcessSpec(name=f"encoder-{i}", role="encoder", argv=_vllm(opts, port, enc_flags),
+                                 env=_cuda([g]), host=opts.host, port=port, gpus=[g]))
+    dec_flags = flags + ["--ec-transfer-config", _ec_config(opts, "ec_consumer")]
+    for i, g in enumerate(dec_gpus):
+        port = opts.port + 1 + n_enc + i
+        procs.append(ProcessSpec(name=f"decoder-{i}", role="decoder", argv=_vllm(opts, port, dec_flags),
+                                 env=_cuda([g]), host=opts.host, port=port, gpus=[g]))
+    proxy = [sys.executable, "-m", "ocrserve.vllm.epd_proxy", "--host", opts.host, "--port", str(opts.port),
+             "--encoders", ",".join(p.url for p in procs if p.role == "encoder"),
+             "--decoders", ",".join(p.url for p in procs if p.role == "decoder")]
+    procs.append(ProcessSpec(name="proxy", role="proxy", argv=proxy, host=opts.host, port=opts.port))
+    return procs
+
+
+def _replace_flag(args: list[str], flag: str, value: str | None, new_flag: str | None = None) -> list[str]:
+    out = list(args)
+    if flag in out:
+        i = out.index(flag)
+        if value is None:
+            out[i] = new_flag or flag
+        else:
+            out[i + 1] = value
+    elif value is not None:
+        out += [flag, value]
+    return out
+
+
+def _drop_flag(args: list[str], flag: str, nvalues: int) -> list[str]:
+    out = list(args)
+    if flag in out:
+        i = out.index(flag)
+        del out[i:i + 1 + nvalues]
+    return out
+
+
+def model_ref(model: str, profile: Profile) -> str:
+    """What vllm serve gets: a local folder as an absolute path, else the profile's checkpoint."""
+    p = Path(model)
+    if p.is_dir():
+        return str(p.resolve())
+    return profile.checkpoint

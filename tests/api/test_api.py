@@ -1,0 +1,503 @@
+"""The OCR HTTP API end to end: a real `ocrserve api` process (uvicorn) in front of the stand-in vLLM server."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.helpers import blank_pdf, image, text_pdf
+from tests.fakes.standin import StandIn, expected_output, standin  # noqa: F401
+
+ROOT = Path(__file__).resolve().parents[2]
+KEYS = ["key-alpha", "key-beta", "key-gamma", "key-delta"]
+MAX_UPLOAD = 3_000_000
+MAX_PAGES = 20
+PER_KEY = 3
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ApiProcess:
+    """`ocrserve api` as a subprocess in its own process group (so its render workers go with it)."""
+
+    def __init__(self, server: str | None, data_dir: Path, env: dict[str, str] | None = None,
+                 log_path: Path | None = None, engine: str | None = None):
+        self.server, self.data_dir, self.extra_env, self.engine = server, data_dir, env or {}, engine
+        self.log_path = log_path or data_dir.parent / f"{data_dir.name}.log"
+        self.proc: subprocess.Popen | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 60.0) -> "ApiProcess":
+        self.port = free_port()
+        env = {**os.environ, "PYTHONPATH": str(ROOT), **self.extra_env}
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "ocrserve.cli", "api", "--port", str(self.port), "--host", "127.0.0.1",
+                 "--data-dir", str(self.data_dir)]
+                + (["--server", self.server] if self.server else []) + (["--engine", self.engine] if self.engine else []),
+                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"ocrserve api exited with {self.proc.returncode}: {self.log()[-3000:]}")
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"ocrserve api did not answer /healthz: {self.log()[-3000:]}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        """Signal the whole process group (the server and its render workers)."""
+        if self.proc is None:
+            return
+        try:
+            os.killpg(self.proc.pid, sig)
+        except ProcessLookupError:
+            pass
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=5)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.kill(signal.SIGTERM)
+        if self.proc is not None:  # workers left behind by a killed server
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+API_ENV = {
+    "OCRSERVE_API_KEYS": ",".join(KEYS),
+    "OCRSERVE_MAX_UPLOAD_BYTES": str(MAX_UPLOAD),
+    "OCRSERVE_MAX_PAGES": str(MAX_PAGES),
+    "OCRSERVE_PER_KEY_CONCURRENCY": str(PER_KEY),
+    "OCRSERVE_JOB_WORKERS": "4",
+    "OCRSERVE_RENDER_WORKERS": "2",
+    "OCRSERVE_FALLBACK": "false",
+}
+_SHARED: dict[str, ApiProcess] = {}
+
+
+def shared_api(name: str, standin: StandIn, env: dict[str, str], tmp_path_factory, request) -> ApiProcess:  # noqa: F811
+    """One API process of this name per pytest session in front of the session's stand-in."""
+    proc = _SHARED.get(name)
+    if proc is None or not proc.alive() or proc.server != standin.url:
+        if proc is not None:
+            proc.stop()
+        data = tmp_path_factory.mktemp(name) / "data"
+        proc = ApiProcess(standin.url, data, env).start()
+        _SHARED[name] = proc
+        request.config.add_cleanup(proc.stop)
+    return proc
+
+
+@pytest.fixture
+def api(standin: StandIn, tmp_path_factory, request) -> ApiProcess:  # noqa: F811
+    """One API process per pytest session in front of the session's stand-in (reset for each test); no fallback."""
+    return shared_api("api", standin, API_ENV, tmp_path_factory, request)
+
+
+@pytest.fixture
+def api_fb(standin: StandIn, tmp_path_factory, request) -> ApiProcess:  # noqa: F811
+    """Like `api`, with the lite fallback on (pages the model engine gives up on are rescued)."""
+    return shared_api("api_fb", standin, {**API_ENV, "OCRSERVE_FALLBACK": "true"}, tmp_path_factory, request)
+
+
+def H(key: str = KEYS[0]) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture(scope="module")
+def docs(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("docs")
+    return {
+        "pdf3": text_pdf(d / "three.pdf", pages=3, title="Report"),
+        "pdf1": text_pdf(d / "one.pdf", pages=1, title="Memo"),
+        "png": image(d / "scan.png", size=(640, 480), text="Scan"),
+        "many": blank_pdf(d / "many.pdf", pages=MAX_PAGES + 5),
+        "bad": _write(d / "notes.pdf", b"these are plain words, not a PDF at all\n" * 20),
+        "big": _write(d / "big.pdf", b"%PDF-1.4\n" + os.urandom(MAX_UPLOAD + 1000)),
+    }
+
+
+def _write(p: Path, data: bytes) -> Path:
+    p.write_bytes(data)
+    return p
+
+
+def parse_sse(text: str) -> list[tuple[str, dict]]:
+    events = []
+    for chunk in text.replace("\r\n", "\n").split("\n\n"):
+        kind, data = None, []
+        for line in chunk.split("\n"):
+            if line.startswith("event:"):
+                kind = line[6:].strip()
+            elif line.startswith("data:"):
+                data.append(line[5:].strip())
+        if kind and data:
+            events.append((kind, json.loads("\n".join(data))))
+    return events
+
+
+def _header_text(page: dict) -> str:
+    heads = [b for b in page["blocks"] if b["label"] == "Section-Header"]
+    assert heads, page
+    return heads[0]["text"]
+
+
+# ------------------------------------------------------------------------------------------- ops
+
+
+def test_health_ready_docs_viewer_metrics(api: ApiProcess, docs) -> None:
+    c = httpx.Client(base_url=api.url, timeout=60)
+    assert c.get("/healthz").json() == {"status": "ok"}
+    r = c.get("/readyz")
+    assert r.status_code == 200 and r.json()["ready"] is True and r.json()["engine"] == "openai"
+    spec = c.get("/openapi.json").json()
+    for path in ("/v1/convert", "/v1/jobs", "/v1/jobs/{job_id}", "/v1/jobs/{job_id}/result", "/healthz", "/metrics"):
+        assert path in spec["paths"], path
+    assert "multipart/form-data" in spec["paths"]["/v1/convert"]["post"]["requestBody"]["content"]
+    assert "swagger-ui" in c.get("/docs").text.lower()
+    page = c.get("/")
+    assert page.status_code == 200 and "viewer.js" in page.text
+    assert c.get("/static/viewer.js").status_code == 200 and c.get("/static/viewer.css").status_code == 200
+    before = c.get("/metrics").text
+    with open(docs["pdf1"], "rb") as f:
+        assert c.post("/v1/convert", files={"file": ("one.pdf", f, "application/pdf")}, headers=H()).status_code == 200
+    m = c.get("/metrics").text
+    assert 'ocrserve_pages_total{status="ok"}' in m
+    assert "ocrserve_page_latency_seconds_bucket" in m and "ocrserve_queue_depth" in m
+    assert "ocrserve_failures_total" in m or "ocrserve_failures" in m
+
+    def ok_pages(text: str) -> float:
+        for line in text.splitlines():
+            if line.startswith('ocrserve_pages_total{status="ok"}'):
+                return float(line.split()[-1])
+        return 0.0
+
+    assert ok_pages(m) == ok_pages(before) + 1
+
+
+def test_readyz_reports_an_unreachable_engine(tmp_path) -> None:
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    proc = ApiProcess(dead, tmp_path / "data", {"OCRSERVE_FALLBACK": "false"}).start()
+    try:
+        r = httpx.get(proc.url + "/readyz", timeout=30)
+        assert r.status_code == 503 and r.json()["ready"] is False
+        assert "the API is open" in proc.log()  # no keys configured: a warning at start
+        assert httpx.get(proc.url + "/healthz", timeout=5).status_code == 200
+    finally:
+        proc.stop()
+
+
+# ------------------------------------------------------------------------------------------ auth
+
+
+def test_keys_no_key_and_wrong_key_are_refused(api: ApiProcess, docs) -> None:
+    c = httpx.Client(base_url=api.url, timeout=60)
+    for headers in ({}, H("not-a-key"), {"Authorization": "Basic a2V5LWFscGhh"}, {"Authorization": "Bearer"}):
+        with open(docs["pdf1"], "rb") as f:
+            r = c.post("/v1/convert", files={"file": ("one.pdf", f)}, headers=headers)
+        assert r.status_code == 401, (headers, r.text)
+        assert r.headers["www-authenticate"] == "Bearer"
+        assert c.get("/v1/jobs/abc", headers=headers).status_code == 401
+        assert c.delete("/v1/jobs/abc", headers=headers).status_code == 401
+    assert "missing API key" in c.post("/v1/jobs").json()["detail"]
+    with open(docs["pdf1"], "rb") as f:
+        assert c.post("/v1/convert", files={"file": ("one.pdf", f)}, headers=H(KEYS[2])).status_code == 200
+
+
+# --------------------------------------------------------------------------------------- convert
+
+
+def test_convert_json_markdown_html_and_page_ranges(api: ApiProcess, docs) -> None:
+    c = httpx.Client(base_url=api.url, timeout=60, headers=H())
+    with open(docs["pdf3"], "rb") as f:
+        r = c.post("/v1/convert", files={"file": ("three.pdf", f, "application/pdf")})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc["source"]["type"] == "pdf" and doc["source"]["page_count"] == 3
+    assert [p["index"] for p in doc["pages"]] == [0, 1, 2]
+    heads = [_header_text(p) for p in doc["pages"]]
+    assert len(set(heads)) == 3 and all(h.startswith("Page ") for h in heads)  # each page its own answer
+    for p in doc["pages"]:
+        assert p["status"] == "ok" and p["width"] == 612 and p["height"] == 792
+        assert [b["label"] for b in p["blocks"]][-2:] == ["Text", "Image"]
+        assert any(b["label"] == "Table" for b in p["blocks"])
+
+    with open(docs["pdf3"], "rb") as f:
+        r = c.post("/v1/convert", params={"pages": "2-3", "format": "md"}, files={"file": ("three.pdf", f)})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/markdown")
+    md = r.text
+    assert f"# {heads[1]}" in md and f"# {heads[2]}" in md and heads[0] not in md
+    assert "| Quarter | Revenue | Margin |" in md
+
+    body = {"filename": "scan.png", "content_base64": base64.b64encode(docs["png"].read_bytes()).decode()}
+    r = c.post("/v1/convert", params={"format": "html"}, json=body)
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/html")
+    assert 'data-label="Table"' in r.text and "<table" in r.text
+    r = c.post("/v1/convert", json=body)
+    doc = r.json()
+    assert doc["source"]["type"] == "png" and doc["pages"][0]["unit"] == "px" and doc["pages"][0]["width"] == 640
+
+
+def test_bad_requests_name_the_reason(api: ApiProcess, docs) -> None:
+    c = httpx.Client(base_url=api.url, timeout=60, headers=H())
+    with open(docs["bad"], "rb") as f:
+        r = c.post("/v1/convert", files={"file": ("notes.pdf", f)})
+    assert r.status_code == 422
+    assert "notes.pdf" in r.json()["detail"] and "not" in r.json()["detail"].lower()
+    with open(docs["bad"], "rb") as f:  # a job for a bad file is refused at once, not queued
+        assert c.post("/v1/jobs", files={"file": ("notes.pdf", f)}).status_code == 422
+    assert c.post("/v1/convert", json={"filename": "x.pdf", "content_base64": "%%% not base64"}).status_code == 400
+    assert c.post("/v1/convert", json={"filename": "x.pdf", "content_base64": ""}).status_code == 422  # empty
+    assert c.post("/v1/convert", json={"name": "x"}).status_code == 400
+    assert c.post("/v1/convert", content=b"raw bytes", headers={"content-type": "application/pdf"}).status_code == 415
+    assert c.post("/v1/convert", data={"other": "x"}, files={"nofile": ("a", b"b")}).status_code == 400
+    with open(docs["pdf1"], "rb") as f:
+        r = c.post("/v1/convert", params={"pages": "two"}, files={"file": ("one.pdf", f)})
+    assert r.status_code == 400 and "two" in r.json()["detail"]
+    with open(docs["pdf1"], "rb") as f:
+        r = c.post("/v1/convert", params={"pages": "5-6"}, files={"file": ("one.pdf", f)})
+    assert r.status_code == 422 and "selects none" in r.json()["detail"]
+    with open(docs["pdf1"], "rb") as f:
+        assert c.post("/v1/convert", params={"format": "docx"}, files={"file": ("one.pdf", f)}).status_code == 422
+
+
+def test_oversize_upload_and_too_many_pages_are_413(api: ApiProcess, docs) -> None:
+    c = httpx.Client(base_url=api.url, timeout=60, headers=H())
+    with open(docs["big"], "rb") as f:
+        r = c.post("/v1/convert", files={"file": ("big.pdf", f)})
+    assert r.status_code == 413 and str(MAX_UPLOAD) in r.json()["detail"]
+
+    def chunks():  # no Content-Length: counted as it arrives, refused once past the limit
+        data = json.dumps({"filename": "big.pdf",
+                           "content_base64": base64.b64encode(os.urandom(2 * MAX_UPLOAD)).decode()}).encode()
+        for i in range(0, len(data), 256 * 1024):
+            yield data[i:i + 256 * 1024]
+
+    r = c.post("/v1/jobs", content=chunks(), headers={"content-type": "application/json"})
+    assert r.status_code == 413
+    with open(docs["many"], "rb") as f:
+        r = c.post("/v1/convert", files={"file": ("many.pdf", f)})
+    assert r.status_code == 413 and f"limit is {MAX_PAGES}" in r.json()["detail"]
+    with open(docs["many"], "rb") as f:  # a page range under the limit is fine
+        r = c.post("/v1/convert", params={"pages": "1-2"}, files={"file": ("many.pdf", f)})
+    assert r.status_code == 200 and len(r.json()["pages"]) == 2
+    assert 'ocrserve_requests_rejected_total{reason="too_large"}' in c.get("/metrics").text
+
+
+def test_per_key_concurrency_is_429_with_retry_after(api: ApiProcess, standin: StandIn, docs) -> None:  # noqa: F811
+    standin.control(delay_s=1.0)
+    data = docs["pdf1"].read_bytes()
+
+    async def main() -> list[httpx.Response]:
+        async with httpx.AsyncClient(base_url=api.url, timeout=60) as c:
+            same = [c.post("/v1/convert", files={"file": ("one.pdf", data)}, headers=H(KEYS[1])) for _ in range(PER_KEY + 3)]
+            other = c.post("/v1/convert", files={"file": ("one.pdf", data)}, headers=H(KEYS[3]))
+            return await asyncio.gather(*same, other)
+
+    *same, other = asyncio.run(main())
+    codes = sorted(r.status_code for r in same)
+    assert codes.count(200) >= 1 and codes.count(429) >= 3 and set(codes) <= {200, 429}, codes
+    for r in same:
+        if r.status_code == 429:
+            assert int(r.headers["retry-after"]) >= 1
+    assert other.status_code == 200  # another key is not held back
+
+
+# ------------------------------------------------------------------------------------------- SSE
+
+
+def test_stream_events_in_order_with_blocks_matching_the_page(api: ApiProcess, standin: StandIn, docs) -> None:  # noqa: F811
+    from ocrserve import parse_output
+
+    standin.control(token_delay_s=0.0005, chunk_chars=7)
+    c = httpx.Client(base_url=api.url, timeout=60, headers=H())
+    with open(docs["pdf3"], "rb") as f:
+        r = c.post("/v1/convert", params={"stream": "true", "pages": "1,3"}, files={"file": ("three.pdf", f)})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    events = parse_sse(r.text)
+    kinds = [k for k, _ in events]
+    assert kinds[-1] == "done" and "error" not in kinds
+    assert sorted({d["page"] for k, d in events if k == "page_started"}) == [0, 2]
+    for page in (0, 2):
+        mine = [(i, k, d) for i, (k, d) in enumerate(events) if d.get("page") == page]
+        order = [k for _, k, _ in mine]
+        assert order[0] == "page_started" and order[-1] == "page_done"
+        assert set(order[1:-1]) == {"block"} and len(order) > 3
+        started = mine[0][2]
+        assert started["width"] == 612 and started["height"] == 792 and started["unit"] == "pt"
+        png = c.get(started["image"])  # the page image as the engine saw it
+        assert png.status_code == 200 and png.content[:8] == b"\x89PNG\r\n\x1a\n"
+        want = parse_output(expected_output(png.content), "chandra-1", (612, 792), index=page).blocks
+        got = [d["block"] for _, k, d in mine if k == "block"]
+        assert [b["label"] for b in got] == [b.label for b in want]
+        assert [b["html"] for b in got] == [b.html for b in want]
+        assert [b["index"] for b in got] == list(range(len(want)))
+        for g, w in zip(got, want):
+            assert g["bbox"] == pytest.approx(w.bbox)
+        assert [b["html"] for b in mine[-1][2]["blocks"]] == [b.html for b in want]
+        assert mine[-1][2]["status"] == "ok"
+    done = events[-1][1]
+    assert [p["index"] for p in done["document"]["pages"]] == [0, 2]
+    streamed = [d["block"]["html"] for k, d in events if k == "block" and d["page"] == 2]
+    assert [b["html"] for b in done["document"]["pages"][1]["blocks"]] == streamed
+    # blocks were really streamed: the engine asked the stand-in for SSE
+    assert standin.stats()["last"]["stream"] is True
+
+
+def test_stream_with_markdown_and_an_unreachable_page_image(api: ApiProcess, docs) -> None:
+    c = httpx.Client(base_url=api.url, timeout=60, headers=H())
+    with open(docs["png"], "rb") as f:
+        r = c.post("/v1/convert", params={"stream": "true", "format": "md"}, files={"file": ("scan.png", f)})
+    events = parse_sse(r.text)
+    assert events[-1][0] == "done" and events[-1][1]["markdown"].startswith("# Page ")
+    assert c.get("/v1/pages/not-a-token.png").status_code == 404
+
+
+def page_events(events: list[tuple[str, dict]], page: int) -> list[tuple[str, dict]]:
+    return [(k, d) for k, d in events if d.get("page") == page]
+
+
+@pytest.mark.parametrize("bad", ["cutoff", "loop"])
+def test_stream_a_retried_attempt_resets_the_page_at_once(api: ApiProcess, standin: StandIn, docs, bad: str) -> None:  # noqa: F811
+    # the first attempt streams some blocks, then is unusable (cut off / a loop): the engine starts the
+    # page over with on_delta(""); the client hears page_reset right then, and the retry's blocks from 0
+    standin.control(default_plan=[bad, "ok"], chunk_chars=64)
+    c = httpx.Client(base_url=api.url, timeout=60, headers=H())
+    with open(docs["pdf1"], "rb") as f:
+        r = c.post("/v1/convert", params={"stream": "true"}, files={"file": ("one.pdf", f)})
+    events = parse_sse(r.text)
+    assert events[-1][0] == "done" and events[-1][1]["status"] == "ok"
+    mine = page_events(events, 0)
+    kinds = [k for k, _ in mine]
+    assert kinds[0] == "page_started" and kinds[-1] == "page_done" and kinds.count("page_reset") == 1, kinds
+    cut = kinds.index("page_reset")
+    before = [d["block"] for k, d in mine[:cut] if k == "block"]
+    after = [d["block"] for k, d in mine[cut + 1:] if k == "block"]
+    final = mine[-1][1]["blocks"]
+    assert mine[-1][1]["status"] == "ok"
+    assert [b["html"] for b in after] == [b["html"] for b in final] == \
+        [b["html"] for b in events[-1][1]["document"]["pages"][0]["blocks"]]
+    assert [b["index"] for b in after] == list(range(len(final)))
+    # before the reset: only the first attempt's closed blocks (a prefix of the answer), nothing of the retry
+    assert 1 <= len(before) < len(final)
+    assert [b["html"] for b in before] == [b["html"] for b in final[:len(before)]]
+    assert [b["index"] for b in before] == list(range(len(before)))
+    assert kinds[cut + 1:-1] == ["block"] * len(final)
+    assert sum(standin.stats()["attempts"].values()) == 2
+
+
+def test_convert_status_header_ok_and_failed(api: ApiProcess, standin: StandIn, docs) -> None:  # noqa: F811
+    c = httpx.Client(base_url=api.url, timeout=60, headers=H())
+    with open(docs["pdf3"], "rb") as f:
+        r = c.post("/v1/convert", params={"pages": "3"}, files={"file": ("three.pdf", f)})
+    assert r.status_code == 200 and r.headers["x-ocr-status"] == "ok"
+    standin.control(default_plan=["400"])  # the model server refuses every page; no fallback on this API
+    with open(docs["pdf3"], "rb") as f:
+        r = c.post("/v1/convert", params={"pages": "1-2"}, files={"file": ("three.pdf", f)})
+    assert r.status_code == 200 and r.headers["x-ocr-status"] == "failed"
+    pages = r.json()["pages"]
+    assert [p["status"] for p in pages] == ["failed", "failed"] and all("400" in p["error"] for p in pages), pages
+    with open(docs["pdf1"], "rb") as f:
+        r = c.post("/v1/convert", params={"format": "md"}, files={"file": ("one.pdf", f)})
+    assert r.status_code == 200 and r.headers["x-ocr-status"] == "failed"
+    with open(docs["png"], "rb") as f:  # a job's result says the same (a page not asked for yet: refused too)
+        job_id = c.post("/v1/jobs", files={"file": ("scan.png", f)}).json()["id"]
+    assert _wait_job(c, job_id)["pages_failed"] == 1
+    for fmt in ("json", "md", "html"):
+        r = c.get(f"/v1/jobs/{job_id}/result", params={"format": fmt})
+        assert r.status_code == 200 and r.headers["x-ocr-status"] == "failed", (fmt, r.status_code)
+    paths = c.get("/openapi.json").json()["paths"]
+    op = paths["/v1/convert"]["post"]
+    header = op["responses"]["200"]["headers"]["X-OCR-Status"]
+    assert header["schema"]["enum"] == ["ok", "fallback", "failed"] and "X-OCR-Status" in op["description"]
+    assert paths["/v1/jobs/{job_id}/result"]["get"]["responses"]["200"]["headers"]["X-OCR-Status"] == header
+
+
+# ------------------------------------------------------------------------------------------ jobs
+
+
+def _wait_job(c: httpx.Client, job_id: str, timeout: float = 60.0, headers=None) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        j = c.get(f"/v1/jobs/{job_id}", headers=headers).json()
+        if j["status"] in ("done", "failed"):
+            return j
+        time.sleep(0.1)
+    raise AssertionError(f"job {job_id} not finished: {j}")
+
+
+def test_jobs_lifecycle(api: ApiProcess, standin: StandIn, docs) -> None:  # noqa: F811
+    c = httpx.Client(base_url=api.url, timeout=60, headers=H())
+    standin.control(delay_s=0.5)
+    with open(docs["pdf3"], "rb") as f:
+        r = c.post("/v1/jobs", files={"file": ("three.pdf", f)})
+    assert r.status_code == 202, r.text
+    job_id = r.json()["id"]
+    assert r.headers["location"] == f"/v1/jobs/{job_id}" and r.json()["pages_total"] == 3
+    j = c.get(f"/v1/jobs/{job_id}").json()
+    assert j["status"] in ("queued", "running") and j["progress"]["pages_total"] == 3
+    early = c.get(f"/v1/jobs/{job_id}/result")
+    assert early.status_code == 409 and job_id in early.json()["detail"]
+    assert c.get(f"/v1/jobs/{job_id}", headers=H(KEYS[1])).status_code == 404  # another key's job
+    j = _wait_job(c, job_id)
+    assert j["status"] == "done" and j["progress"] == {"pages_done": 3, "pages_total": 3} and j["pages_failed"] == 0
+    res = c.get(f"/v1/jobs/{job_id}/result")
+    doc = res.json()
+    assert [p["index"] for p in doc["pages"]] == [0, 1, 2] and all(p["status"] == "ok" for p in doc["pages"])
+    assert res.headers["x-ocr-status"] == "ok"
+    md = c.get(f"/v1/jobs/{job_id}/result", params={"format": "md"})
+    assert md.status_code == 200 and md.text.count("# Page ") == 3 and md.headers["x-ocr-status"] == "ok"
+    html = c.get(f"/v1/jobs/{job_id}/result", params={"format": "html"})
+    assert "data-label" in html.text and html.headers["x-ocr-status"] == "ok"
+    assert c.delete(f"/v1/jobs/{job_id}", headers=H(KEYS[1])).status_code == 404
+    assert c.delete(f"/v1/jobs/{job_id}").json() == {"id": job_id, "deleted": True}
+    assert c.get(f"/v1/jobs/{job_id}").status_code == 404
+    assert c.get(f"/v1/jobs/{job_id}/result").status_code == 404
+
+    # page ranges and JSON input; deleting a running job stops it
+    standin.control(delay_s=3.0)
+    body = {"filename": "three.pdf", "content_base64": base64.b64encode(docs["pdf3"].read_bytes()).decode()}
+    r = c.post("/v1/jobs", params={"pages": "2"}, json=body)
+    assert r.status_code == 202 and r.json()["pages_total"] == 1
+    running = r.json()["id"]
+    deadline = time.monotonic() + 30
+    while c.get(f"/v1/jobs/{running}").json()["status"] != "running" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert c.delete(f"/v1/jobs/{running}").status_code == 200
+    assert c.get(f"/v1/jobs/{running}").status_code == 404

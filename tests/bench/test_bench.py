@@ -1,0 +1,62 @@
+"""`ocrserve bench` on the CPU against the stand-in server: the three clients side by side."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from ocrserve.bench.runner import pct, run_bench, write_report
+from ocrserve.bench.synthetic import make_pdf
+from tests.fakes.standin import standin  # noqa: F401  (fixture)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_synthetic_pages_are_distinct(tmp_path):
+    import pypdfium2 as pdfium
+
+    pdf = make_pdf(tmp_path / "s.pdf", 4, born_digital=False)
+    doc = pdfium.PdfDocument(str(pdf))
+    images = [doc[i].render(scale=0.5).to_pil().tobytes() for i in range(4)]
+    sizes = {tuple(doc[i].get_size()) for i in range(4)}
+    doc.close()
+    assert len(set(images)) == 4 and len(sizes) >= 3  # distinct pages, several page sizes
+
+
+def test_three_modes_side_by_side(tmp_path, standin):
+    standin.control(delay_s=0.02)
+    partial: list[list[str]] = []
+    report = run_bench(server=standin.url, synthetic=8, modes=["pipeline", "plain", "ceiling"], concurrency=4,
+                       plain_batch=3, max_tokens=32, ignore_eos=True, stream_probe=2,
+                       on_partial=lambda r: partial.append(list(r["modes"])))
+    assert partial == [["pipeline"], ["pipeline", "plain"], ["pipeline", "plain", "ceiling"]]
+    for mode in ("pipeline", "plain", "ceiling"):
+        r = report["modes"][mode]
+        assert r["pages"] == 8 and r["failed"] == 0, (mode, r)
+        assert r["pages_per_s"] > 0 and r["latency_p50_s"] is not None
+        assert r["completion_tokens"] == 8 * 32  # ignore_eos: exactly max_tokens each
+        assert r["prompt_tokens"] > 8 * 400
+        assert r["client_cpu_s_per_page"] is not None
+    # the stand-in saw every page of every mode, plus the streamed probe
+    assert standin.stats()["total_requests"] == 3 * 8 + 2
+    assert set(report["ratios"]) == {"pipeline_vs_plain", "pipeline_vs_ceiling"}
+    s = report["streaming_idle"]
+    assert len(s["ttft_s"]) == 2 and s["ttft_median_s"] >= 0.02
+    jp, mp = write_report(report, tmp_path, "t")
+    assert json.loads(jp.read_text())["modes"]["plain"]["pages"] == 8
+    md = mp.read_text()
+    assert "| pipeline | 8 | 0 |" in md and "| ceiling | 8 | 0 |" in md and "Ratios" in md
+
+
+def test_percentiles():
+    assert pct([], 50) is None
+    assert pct([3.0, 1.0, 2.0], 50) == 2.0
+    assert pct(list(map(float, range(101))), 99) == 99.0
+
+
+def test_cli_needs_a_corpus(standin):
+    r = subprocess.run([sys.executable, "-m", "ocrserve", "bench", "--server", standin.url], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "--synthetic" in r.stderr
