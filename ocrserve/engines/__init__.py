@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from ocrserve.engines.base import Engine, EngineError, EngineResult, PageInput
 
-ENGINE_NAMES = ("lite", "openai", "hf")
+ENGINE_NAMES = ("lite", "openai", "hf", "vllm")
+
+
+def engine_for(name: str | None, server: str | None) -> str:
+    """The engine a run uses: the one named, else openai when a server is given, else lite."""
+    if name is None:
+        return "openai" if server else "lite"
+    if name not in ENGINE_NAMES:
+        raise EngineError(f"unknown engine {name!r}: use one of {', '.join(ENGINE_NAMES)}")
+    return name
 
 
 def create_engine(name: str | None, profile, settings=None, **options) -> Engine:
@@ -13,8 +22,7 @@ def create_engine(name: str | None, profile, settings=None, **options) -> Engine
 
     settings = settings or get_settings()
     server = options.get("server") or settings.server or ""
-    if name is None:
-        name = "openai" if server else "lite"
+    name = engine_for(name, server)
     if name == "lite":
         from ocrserve.engines.lite.engine import LiteEngine
 
@@ -30,7 +38,11 @@ def create_engine(name: str | None, profile, settings=None, **options) -> Engine
         from ocrserve.engines.hf import HFEngine
 
         return HFEngine(profile, settings=settings, **options)
+    if name == "vllm":
+        from ocrserve.engines.vllm import VLLMEngine
+
+        return VLLMEngine(profile, settings=settings, **options)
     raise EngineError(f"unknown engine {name!r}: use one of {', '.join(ENGINE_NAMES)}")
 
 
-__all__ = ["Engine", "EngineError", "EngineResult", "PageInput", "create_engine", "ENGINE_NAMES"]
+__all__ = ["Engine", "EngineError", "EngineResult", "PageInput", "create_engine", "engine_for", "ENGINE_NAMES"]

@@ -1,17 +1,18 @@
-"""The streaming conversion pipeline: sources -> pages -> engine -> blocks -> Document -> files.
+"""The local scheduler: sources -> pages -> engine -> blocks -> Document -> files, on one asyncio loop.
 
-Stages are connected by bounded concurrency: rendering (worker processes) runs ahead of the engine
-by at most `prefetch_pages` pages, the engine keeps `capacity()` pages in flight, parsing and figure
-crops run in the workers, and a document is written as soon as its last page is back. Every page
-ends in the Document as ok, fallback (the lite engine rescued it; the model's error kept) or failed
-(with its error); a document that cannot be opened fails alone with its reason.
+It only schedules: every per-page and per-document step is pipeline/page.py's and output.py's,
+shared with the Ray scheduler (pipeline/ray.py). Stages are connected by bounded concurrency:
+rendering (worker processes) runs ahead of the engine by at most `prefetch_pages` pages, the engine
+keeps `capacity()` pages in flight, parsing and figure crops run in the workers, and a document is
+written as soon as its last page is back. Every page ends in the Document as ok, fallback (the lite
+engine rescued it; the model's error kept) or failed (with its error); a document that cannot be
+opened fails alone with its reason.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import shutil
 import time
 import uuid
@@ -19,55 +20,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from ocrserve.document import Document, Page, PageTimings, Source
+from ocrserve.document import Document, Page
 from ocrserve.engines import Engine, EngineResult, PageInput, create_engine
-from ocrserve.pipeline.page import with_fallback
-from ocrserve.ingest.pool import ResilientPool, WorkerCrash, default_task_timeout, default_workers
-from ocrserve.ingest.raster import Budget, DocumentError, RenderedPage, SourceInfo, forget, open_source, render_page
-from ocrserve.ingest.sources import SourceFile, expand_inputs, parse_page_ranges, path_hash
-from ocrserve.pipeline.output import clean_stale_staging, is_complete, load_output, staging_dir, write_document
-from ocrserve.pipeline.page import finish_page
-from ocrserve.profiles import Profile, load_profile
+from ocrserve.ingest.pool import ResilientPool, default_task_timeout, default_workers
+from ocrserve.ingest.raster import Budget, RenderedPage, SourceInfo, forget, open_source, render_page
+from ocrserve.ingest.sources import SourceFile, expand_inputs, parse_page_ranges
+from ocrserve.pipeline import page as steps
+from ocrserve.pipeline.options import ConvertOptions
+from ocrserve.pipeline.output import Plan, alt_name, plan_document
+from ocrserve.pipeline.results import DocResult, Event, RunSummary, document_result, emitter
+from ocrserve.pipeline.target import OutputTarget
+from ocrserve.profiles import load_profile
 from ocrserve.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
-
-@dataclass
-class DocResult:
-    name: str
-    path: str
-    status: str                      # ok, fallback, failed, skipped
-    error: str | None = None
-    document: Document | None = None
-    output: Path | None = None
-    pages: int = 0
-    pages_failed: int = 0
-    pages_fallback: int = 0
-
-
-@dataclass
-class RunSummary:
-    results: list[DocResult] = field(default_factory=list)
-    elapsed_s: float = 0.0
-    interrupted: bool = False
-
-    @property
-    def failed(self) -> list[DocResult]:
-        return [r for r in self.results if r.status == "failed"]
-
-    @property
-    def pages(self) -> int:
-        return sum(r.pages for r in self.results if r.status != "skipped")
-
-    def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for r in self.results:
-            out[r.status] = out.get(r.status, 0) + 1
-        return out
-
-
-Event = Callable[[str, dict[str, Any]], None]
+__all__ = ["Converter", "ConvertOptions", "DocResult", "RunSummary", "Event", "aconvert", "convert"]
 
 
 @dataclass
@@ -82,77 +50,64 @@ class _DocState:
 
 
 class Converter:
-    """Runs conversions with one engine. Use as an async context manager, or call aclose()."""
+    """Runs conversions with one engine. Use as an async context manager, or call aclose().
+
+    `options` (ConvertOptions) say what to do; keyword arguments are the same options one by one
+    (`Converter(output_dir="out", pages="1-3")`). The rest are a caller's hooks: `engine` (an Engine,
+    instead of one built from the options), `on_event(kind, data)`, `on_delta(doc, page, text)` (raw
+    model text as it streams), `pool` and `fallback_engine` (a long-lived service shares them),
+    `known_pages(name, sha256)` (pages already converted, used as they are: a resumed API job).
+    """
 
     def __init__(
         self,
+        options: ConvertOptions | None = None,
         *,
         engine: str | Engine | None = None,
-        model: str | Profile | None = None,
         settings: Settings | None = None,
-        output_dir: str | Path | None = None,
-        pages: str | list[int] | None = None,
-        password: str | None = None,
-        force: bool = False,
-        fallback: bool | None = None,
-        keep_headers_footers: bool | None = None,
-        figures: bool = True,
-        keep_raw: bool = False,
         on_event: Event | None = None,
-        concurrency: int | None = None,
-        render_workers: int | None = None,
-        prefetch_pages: int | None = None,
-        pool: ResilientPool | None = None,
         on_delta: Callable[[str, int, str], Any] | None = None,
+        pool: ResilientPool | None = None,
         fallback_engine: Callable[[], Awaitable[Engine]] | None = None,
         known_pages: Callable[[str, str], dict[int, Page]] | None = None,
-        **engine_options: Any,
+        **option_values: Any,
     ) -> None:
-        # known_pages(name, sha256) -> pages already converted (a resumed API job): used as they are
-        self.known_pages = known_pages
+        if isinstance(engine, str):
+            option_values["engine"] = engine
+        if options is None:
+            options = ConvertOptions.build(**option_values)
+        elif option_values:
+            options = ConvertOptions.build(**{**options.model_dump(exclude_defaults=True), **option_values})
         self.settings = settings or get_settings()
-        self.profile = load_profile(model or self.settings.model)
-        self.output_dir = Path(output_dir) if output_dir else None
-        self.page_filter = parse_page_ranges(pages) if isinstance(pages, str) or pages is None else sorted(set(pages))
-        self.password = password
-        self.force = force
-        self.fallback = self.settings.fallback if fallback is None else fallback
-        self.keep_hf = self.settings.keep_headers_footers if keep_headers_footers is None else keep_headers_footers
-        self.figures = figures
-        self.keep_raw = keep_raw
-        self.on_event = on_event
+        self.options = opts = options.resolve(self.settings)
+        self.profile = load_profile(opts.model)
+        self.target = OutputTarget(opts.output) if opts.output is not None else None
+        if self.target is not None and self.target.local is None:
+            raise ValueError(f"output {opts.output}: URL outputs need --ray (a local run writes to a folder)")
+        self.output_dir = self.target.local if self.target is not None else None
+        self.page_filter = parse_page_ranges(opts.pages) if isinstance(opts.pages, str) or opts.pages is None \
+            else sorted(set(opts.pages))
+        self.known_pages = known_pages
+        self.emit = emitter(on_event)
         self.budget = Budget.from_profile(self.profile)
         self.run_id = uuid.uuid4().hex[:8]
-        if concurrency:
-            engine_options["concurrency"] = concurrency
-        if isinstance(engine, str) or engine is None:
-            self.engine: Engine = create_engine(engine or self.settings.engine, self.profile, self.settings, **engine_options)
+        if engine is None or isinstance(engine, str):
+            self.engine: Engine = create_engine(opts.engine, self.profile, self.settings, **opts.engine_kwargs())
             self._own_engine = True
         else:
             self.engine, self._own_engine = engine, False
-        # fallback_engine: a factory of a shared fallback engine (a service's), which is not closed here
-        self._fallback_factory = fallback_engine
+        self._fallback_factory = fallback_engine  # a service's shared fallback engine: not closed here
         self._fallback_engine: Engine | None = None
         self.last_summary: RunSummary | None = None
-        # a long-lived service shares one engine and one pool between conversions
         self._own_pool = pool is None
         self.pool = pool or ResilientPool(
-            default_workers(render_workers or self.settings.render_workers, cap=8), start_method=self.settings.mp_start,
+            default_workers(opts.render_workers, cap=8), start_method=self.settings.mp_start,
             task_timeout=default_task_timeout(self.settings),
         )
-        # on_delta(doc_name, page_index, text): raw model text as it streams (engines that stream)
         self.on_delta = on_delta
         cap = max(1, int(self.engine.capacity()))
         self.engine_sem = asyncio.Semaphore(cap)
-        self.slots_n = cap + (prefetch_pages or self.settings.prefetch_pages)
-
-    # -- events ---------------------------------------------------------------------------------
-    def _emit(self, kind: str, **data: Any) -> None:
-        if self.on_event:
-            try:
-                self.on_event(kind, data)
-            except Exception:  # noqa: BLE001 - a progress display never breaks a run
-                log.exception("event handler failed")
+        self.slots_n = cap + int(opts.prefetch_pages or 0)
 
     # -- engine with fallback ---------------------------------------------------------------------
     async def _fallback(self) -> Engine:
@@ -174,54 +129,35 @@ class Converter:
                     res = await self.engine.ocr(pi)
             except Exception as e:  # noqa: BLE001 - an engine bug must not lose the page
                 log.exception("engine %s raised on %s page %d", self.engine.name, pi.doc_id, pi.index + 1)
-                res = EngineResult(ok=False, engine=self.engine.name, error=f"engine error: {e!r}")
-        return await with_fallback(res, pi, engine_name=self.engine.name, enabled=self.fallback,
-                                   get_fallback=self._fallback)
+                res = steps.engine_error(self.engine.name, e)
+        return await steps.with_fallback(res, pi, engine_name=self.engine.name, enabled=bool(self.options.fallback),
+                                         get_fallback=self._fallback)
 
     # -- one page ---------------------------------------------------------------------------------
     async def _page(self, st: _DocState, index: int) -> Page:
-        src, info = st.src, st.info
+        src, info, opts = st.src, st.info, self.options
         try:
             rp: RenderedPage = await self.pool.run(
-                render_page, str(src.path), info.type, index, self.budget, self.password, self.settings.max_image_pixels
+                render_page, str(src.path), info.type, index, self.budget, opts.password, self.settings.max_image_pixels
             )
-        except (DocumentError, WorkerCrash) as e:
-            return Page(index=index, width=0, height=0, status="failed", error=f"render: {e}")
-        except Exception as e:  # noqa: BLE001
-            return Page(index=index, width=0, height=0, status="failed", error=f"render: {e!r}")
-        pi = PageInput(
-            doc_id=src.name, index=index, png=rp.png, width=rp.width, height=rp.height, unit=rp.unit,
-            source_path=str(src.path), source_type=info.type, password=self.password, render_s=rp.render_s,
-            image_size=(rp.image_width, rp.image_height),
-        )
+        except Exception as e:  # noqa: BLE001 - a page that cannot be rendered fails alone
+            return steps.render_failed(index, e)
+        pi = steps.page_input(src.name, rp, str(src.path), info.type, opts.password)
         t0 = time.perf_counter()
         res, status, model_error = await self._ocr(pi)
         engine_s = time.perf_counter() - t0
-        if status == "failed":
-            page = Page(index=index, width=rp.width, height=rp.height, unit=rp.unit, status="failed",
-                        image_width=rp.image_width, image_height=rp.image_height)
-        else:
+        parsed: Page | BaseException | None = None
+        if status != "failed":
+            figures = opts.figures and st.staging is not None
             try:
-                page = await self.pool.run(
-                    finish_page, res.raw, self.profile, index=index, width=rp.width, height=rp.height, unit=rp.unit,
-                    image_size=(rp.image_width, rp.image_height), png=rp.png if self.figures else None,
-                    staging=str(st.staging) if (st.staging and self.figures) else None,
-                    prefix=src.basename, truncated=(res.finish_reason == "length") if res.finish_reason else None,
+                parsed = await self.pool.run(
+                    steps.finish_page, res.raw, self.profile, png=rp.png if figures else None,
+                    staging=str(st.staging) if figures else None, prefix=src.basename, **steps.parse_kwargs(res, rp),
                 )
-            except Exception as e:  # noqa: BLE001 - the parser never throws; a crashed worker can
-                page = Page(index=index, width=rp.width, height=rp.height, unit=rp.unit, status="failed")
-                model_error = f"postprocess: {e}"
-                status = "failed"
-        page.status = status  # type: ignore[assignment]
-        page.engine = res.engine or self.engine.name
-        page.attempts = res.attempts
-        page.prompt_tokens, page.completion_tokens = res.prompt_tokens, res.completion_tokens
-        page.error = model_error
-        # the engine's own time for the page (request to answer, retries included), else the wait here too
-        page.timings = PageTimings(render_s=rp.render_s, engine_s=res.elapsed_s or engine_s, parse_s=page.timings.parse_s)
-        if self.keep_raw:
-            page.raw = res.raw
-        return page
+            except Exception as e:  # noqa: BLE001
+                parsed = e
+        return steps.result_page(res, status, model_error, rp, parsed, engine_s=engine_s,
+                                 default_engine=self.engine.name, keep_raw=opts.keep_raw)
 
     async def _page_task(self, st: _DocState, index: int, slots: asyncio.Semaphore) -> None:
         try:
@@ -235,7 +171,7 @@ class Converter:
         finally:
             slots.release()
         st.pages[index] = page
-        self._emit("page_done", name=st.src.name, index=index, status=page.status, error=page.error, page=page)
+        self.emit("page_done", name=st.src.name, index=index, status=page.status, error=page.error, page=page)
         if len(st.pages) == len(st.indices):
             await self._finish_doc(st)
 
@@ -246,67 +182,44 @@ class Converter:
         except Exception as e:  # noqa: BLE001
             log.exception("assembling %s", st.src.path)
             st.result = DocResult(name=st.src.name, path=str(st.src.path), status="failed", error=f"internal error: {e!r}")
-            self._emit("doc_done", result=st.result)
+            self.emit("doc_done", result=st.result)
         finally:
             st.done.set()
 
     async def _assemble(self, st: _DocState) -> None:
-        pages = [st.pages[i] for i in st.indices]
-        doc = Document(
-            source=Source(path=str(st.src.path), sha256=st.info.sha256, type=st.info.type, page_count=st.info.page_count),
-            model=self.profile.name if self.engine.name != "lite" else "lite",
-            pages=pages,
-        )
-        n_failed = sum(p.status == "failed" for p in pages)
-        n_fb = sum(p.status == "fallback" for p in pages)
-        result = DocResult(
-            name=st.src.name, path=str(st.src.path), status=doc.status, document=doc, pages=len(pages),
-            pages_failed=n_failed, pages_fallback=n_fb,
-            error="; ".join(f"page {p.index + 1}: {p.error}" for p in pages if p.status == "failed")[:2000] or None,
-        )
-        if self.output_dir is not None:
+        doc = steps.assemble_document(str(st.src.path), st.info, [st.pages[i] for i in st.indices],
+                                      self.engine.name, self.profile.name)
+        result = document_result(st.src.name, str(st.src.path), doc)
+        if self.target is not None:
             try:
-                result.output = await asyncio.to_thread(
-                    write_document, doc, self.output_dir, st.src.name, st.staging, keep_headers_footers=self.keep_hf
+                out = await asyncio.to_thread(
+                    self.target.write, doc, st.src.name, {}, self.run_id,
+                    keep_headers_footers=bool(self.options.keep_headers_footers), formats=self.options.formats,
                 )
-            except OSError as e:
+                result.output = Path(out)
+            except (OSError, ValueError) as e:
                 result.status, result.error = "failed", f"cannot write output: {e}"
         try:
             await self.pool.run(forget, str(st.src.path))
         except Exception:  # noqa: BLE001
             pass
         st.result = result
-        self._emit("doc_done", result=result)
+        self.emit("doc_done", result=result)
 
     async def _open(self, src: SourceFile) -> SourceInfo | DocResult:
         try:
-            return await self.pool.run(open_source, str(src.path), self.password, self.settings.max_image_pixels)
-        except (DocumentError, WorkerCrash) as e:
-            return DocResult(name=src.name, path=str(src.path), status="failed", error=str(e))
-        except Exception as e:  # noqa: BLE001
-            return DocResult(name=src.name, path=str(src.path), status="failed", error=f"cannot open: {e!r}")
+            return await self.pool.run(open_source, str(src.path), self.options.password, self.settings.max_image_pixels)
+        except Exception as e:  # noqa: BLE001 - one bad document never stops the others
+            return DocResult(name=src.name, path=str(src.path), status="failed", error=steps.open_error(e))
 
-    async def _preflight(self) -> None:
-        """Fail the run at once, with the reason, when the engine cannot work at all (server down,
-        wrong URL, key refused) — instead of sending every page to the fallback."""
-        pre = getattr(self.engine, "preflight", None)
-        if pre is not None:
-            await pre()
-
-    def _name_for(self, src: SourceFile, info: SourceInfo) -> tuple[SourceFile, dict | None]:
-        """(the document's output name, the JSON already written under it). A document already in
-        OUT under this name from another file keeps its output: this one gets a short hash of its
-        path (a later run never overwrites an unrelated document)."""
-        if self.output_dir is None:
-            return src, None
-        data = load_output(self.output_dir, src.name)
-        prev = (data or {}).get("source") or None
-        if prev is None or prev.get("sha256") == info.sha256:
-            return src, data
-        if os.path.abspath(prev.get("path") or "") == os.path.abspath(src.path):
-            return src, data  # the same file, changed: converted again under its name
-        other = SourceFile(path=src.path, name=f"{src.name}-{path_hash(src.path)}")
-        return other, load_output(self.output_dir, other.name)
+    def _plan(self, src: SourceFile, info: SourceInfo) -> Plan:
+        t = self.target
+        return plan_document(
+            src, info.sha256, info.page_count, steps.page_indices(self.page_filter, info.page_count),
+            writes=t is not None, force=self.options.force,
+            here=t.load_existing(src.name) if t is not None else None,
+            alt=lambda: t.load_existing(alt_name(src)) if t is not None else None,
+        )
 
     async def run(self, inputs: list[str | Path] | str | Path) -> RunSummary:
         """Convert every input; one bad document never stops the others.
@@ -319,11 +232,12 @@ class Converter:
             inputs = [inputs]
         t0 = time.perf_counter()
         sources = expand_inputs(list(inputs))
-        await self._preflight()
-        self._emit("run_start", documents=len(sources))
-        if self.output_dir is not None:
-            self.output_dir.mkdir(parents=True, exist_ok=True)
-            clean_stale_staging(self.output_dir)
+        preflight = getattr(self.engine, "preflight", None)
+        if preflight is not None:
+            await preflight()
+        self.emit("run_start", documents=len(sources))
+        if self.target is not None:
+            self.target.prepare()
         summary = RunSummary()
         self.last_summary = summary
         slots = asyncio.Semaphore(self.slots_n)
@@ -332,52 +246,43 @@ class Converter:
         order: dict[str, int] = {}
 
         def finish() -> RunSummary:
-            # keep the input order in the summary
             summary.results.extend(st.result for st in states if st.result is not None)
-            summary.results.sort(key=lambda r: order.get(r.name, 0))
+            summary.results.sort(key=lambda r: order.get(r.name, 0))  # keep the input order
             summary.elapsed_s = time.perf_counter() - t0
-            self._emit("run_done", summary=summary)
+            self.emit("run_done", summary=summary)
             return summary
+
+        def done_now(r: DocResult) -> None:
+            summary.results.append(r)
+            self.emit("doc_done", result=r)
 
         try:
             for n, src in enumerate(sources):
-                opened = await self._open(src)
                 order[src.name] = n
+                opened = await self._open(src)
                 if isinstance(opened, DocResult):
-                    summary.results.append(opened)
-                    self._emit("doc_done", result=opened)
+                    done_now(opened)
                     continue
                 info = opened
-                src, existing = self._name_for(src, info)
+                plan = self._plan(src, info)
+                src, indices = plan.src, plan.indices
                 order[src.name] = n
-                indices = list(range(info.page_count))
-                if self.page_filter is not None:
-                    indices = [i for i in self.page_filter if i < info.page_count]
-                if not indices:
-                    r = DocResult(name=src.name, path=str(src.path), status="failed",
-                                  error=f"no pages selected (the document has {info.page_count})")
-                    summary.results.append(r)
-                    self._emit("doc_done", result=r)
+                if plan.status is not None:
+                    done_now(DocResult(name=src.name, path=str(src.path), status=plan.status, error=plan.error))
                     continue
-                if (self.output_dir is not None and not self.force
-                        and is_complete(self.output_dir, src.name, info.sha256, indices, data=existing)):
-                    r = DocResult(name=src.name, path=str(src.path), status="skipped", pages=0)
-                    summary.results.append(r)
-                    self._emit("doc_done", result=r)
-                    continue
-                staging = staging_dir(self.output_dir, src.name, self.run_id) if self.output_dir is not None else None
+                staging = self.target.staging(src.name, self.run_id) if self.target is not None else None
                 if staging is not None:
                     staging.mkdir(parents=True, exist_ok=True)
                 st = _DocState(src=src, info=info, indices=indices, staging=staging)
                 states.append(st)
-                self._emit("doc_start", name=src.name, pages=len(indices))
+                self.emit("doc_start", name=src.name, pages=len(indices))
                 known = self.known_pages(src.name, info.sha256) if self.known_pages else {}
                 for i in indices:
                     page = known.get(i)
                     if page is not None and page.index == i and page.status != "failed":
                         st.pages[i] = page
-                        self._emit("page_done", name=src.name, index=i, status=page.status, error=page.error,
-                                   page=page, resumed=True)
+                        self.emit("page_done", name=src.name, index=i, status=page.status, error=page.error,
+                                  page=page, resumed=True)
                 if len(st.pages) == len(indices):
                     await self._finish_doc(st)
                     continue

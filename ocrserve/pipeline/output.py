@@ -3,7 +3,8 @@
 Pages' figure crops go to a hidden staging folder as pages finish; when the last page is back the
 Markdown, HTML and JSON are written there and the folder is swapped into place with a rename, so
 an interrupted run never leaves a half-written document that looks complete. A document counts as
-done when its JSON is there, its source hash matches, and no page failed.
+done when its JSON is there, its source hash matches, it holds every wanted page, and no page
+failed (is_complete: the one rule, for the local and the Ray scheduler alike).
 """
 
 from __future__ import annotations
@@ -12,9 +13,12 @@ import json
 import os
 import shutil
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 from ocrserve.document import Document
+from ocrserve.ingest.sources import SourceFile, path_hash
 from ocrserve.render import render_html, render_json, render_markdown
 
 
@@ -53,22 +57,57 @@ def load_output(out: Path, name: str) -> dict | None:
         return None
 
 
-_UNREAD = object()
+@dataclass(frozen=True)
+class Existing:
+    """What a finished output already under a name says about itself: enough to decide whether a
+    document is done (is_complete) and whose name it is (choose_name), for any scheduler."""
+
+    sha256: str | None
+    path: str | None
+    pages: frozenset[int]
+    ok: bool                 # no page failed
+
+    @classmethod
+    def from_json(cls, data: Any) -> "Existing | None":
+        if not isinstance(data, dict):
+            return None
+        pages = [pg for pg in data.get("pages", []) if isinstance(pg, dict)]
+        src = data.get("source") or {}
+        return cls(sha256=src.get("sha256"), path=src.get("path"),
+                   pages=frozenset(pg.get("index") for pg in pages if isinstance(pg.get("index"), int)),
+                   ok=all(pg.get("status") != "failed" for pg in pages))
 
 
-def is_complete(out: Path, name: str, sha256: str | None, indices: list[int] | None = None, data=_UNREAD) -> bool:
-    """True when a finished output for this exact source, holding every wanted page, is there.
-    `data`: that output's JSON when the caller has already read it (load_output)."""
-    if data is _UNREAD:
-        data = load_output(out, name)
-    if data is None:
+def load_existing(out: Path, name: str) -> Existing | None:
+    return Existing.from_json(load_output(out, name))
+
+
+def is_complete(existing: Existing | None, sha256: str | None, indices: list[int] | None = None) -> bool:
+    """True when a finished output for this exact source, holding every wanted page, is there."""
+    if existing is None:
         return False
-    if sha256 and (data.get("source") or {}).get("sha256") != sha256:
+    if sha256 and existing.sha256 != sha256:
         return False
-    pages = data.get("pages", [])
-    if indices is not None and not set(indices) <= {pg.get("index") for pg in pages}:
-        return False  # converted with another --pages selection
-    return all((pg.get("status") != "failed") for pg in pages)
+    if indices is not None and not set(indices) <= existing.pages:
+        return False  # converted with another page selection
+    return existing.ok
+
+
+def alt_name(src: SourceFile) -> str:
+    """The name a document gets when its own name already holds another file's output."""
+    return f"{src.name}-{path_hash(src.path)}"
+
+
+def choose_name(src: SourceFile, sha256: str, here: Existing | None,
+                alt: Callable[[], Existing | None]) -> tuple[SourceFile, Existing | None]:
+    """(the document's output name, what is already written under it). A document already in OUT
+    under this name from another file keeps its output: this one gets a short hash of its path (a
+    later run never overwrites an unrelated document). `alt()` reads what is under that other name."""
+    if here is None or here.sha256 in (None, sha256):
+        return src, here
+    if os.path.abspath(here.path or "") == os.path.abspath(src.path):
+        return src, here  # the same file, changed: converted again under its name
+    return SourceFile(path=src.path, name=alt_name(src)), alt()
 
 
 def write_document(
@@ -110,3 +149,28 @@ def clean_stale_staging(out: Path) -> None:
     for p in out.rglob(".*.old-*"):
         if p.is_dir():
             shutil.rmtree(p, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run does with an opened document: its output name, the pages it converts, or why it
+    converts nothing (status skipped: complete output already there; failed: no page selected)."""
+
+    src: SourceFile
+    indices: list[int]
+    status: str | None = None
+    error: str | None = None
+
+
+def plan_document(src: SourceFile, sha256: str, page_count: int, indices: list[int], *, writes: bool,
+                  force: bool, here: Existing | None, alt: Callable[[], Existing | None]) -> Plan:
+    """The one rule, for every scheduler: name the output (choose_name), then convert the selected
+    pages unless the output under that name is complete for this source and selection."""
+    existing = None
+    if writes:
+        src, existing = choose_name(src, sha256, here, alt)
+    if not indices:
+        return Plan(src, indices, "failed", f"no pages selected (the document has {page_count})")
+    if writes and not force and is_complete(existing, sha256, indices):
+        return Plan(src, indices, "skipped")
+    return Plan(src, indices)

@@ -1,10 +1,10 @@
-"""Where a Ray run writes: a local folder (atomic, via output.write_document) or any fsspec URL.
+"""Where a run writes: a local folder (atomic, via output.write_document) or, with Ray, any fsspec URL.
 
-The driver is the only writer. A local folder gets exactly what the local pipeline writes (staging
-folder swapped into place). A remote target (s3://, gs://, file://, memory://, ...) gets the same
+Both schedulers write through this. In a Ray run the driver is the only writer. A local folder gets
+the staging folder swapped into place. A remote target (s3://, gs://, file://, memory://, ...) gets the same
 files uploaded into OUT/<name>/ with the JSON last, after any older output of the document was
-removed, so the JSON's presence keeps meaning "complete" there too. Completeness is the local
-run's rule (output.is_complete): the JSON is there, its source hash matches, no page failed.
+removed, so the JSON's presence keeps meaning "complete" there too. Completeness is the one rule
+(output.is_complete) over what load_existing() reads.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from ocrserve.document import Document
-from ocrserve.pipeline.output import clean_stale_staging, staging_dir, write_document
+from ocrserve.pipeline.output import Existing, clean_stale_staging, load_existing, staging_dir, write_document
+
+DEFAULT_FORMATS = ("md", "html", "json")
 
 log = logging.getLogger(__name__)
 
@@ -41,18 +43,6 @@ def is_url(target: str | Path) -> bool:
     return "://" in normalize_target(target)
 
 
-def complete_sha(data: Any) -> str | None:
-    """The source hash of a finished output's JSON, or None when it does not count as complete.
-
-    Same rule as output.is_complete: a readable JSON whose pages all did not fail.
-    """
-    if not isinstance(data, dict):
-        return None
-    if not all(pg.get("status") != "failed" for pg in data.get("pages", [])):
-        return None
-    return (data.get("source") or {}).get("sha256") or ""
-
-
 class OutputTarget:
     """A local folder or an fsspec URL, written by the driver."""
 
@@ -60,6 +50,8 @@ class OutputTarget:
         self.target = normalize_target(target)
         self.storage_options = storage_options or {}
         self._fs = None
+        if self.target.startswith("file://"):  # a local folder, written atomically like any other
+            self.target = self.target[len("file://"):]
         if is_url(self.target):
             import fsspec
 
@@ -91,33 +83,34 @@ class OutputTarget:
         else:
             self._fs.makedirs(self.root, exist_ok=True)
 
-    def done_sha(self, name: str) -> str | None:
-        """The source hash this document's complete output was made from, or None (not complete)."""
+    def load_existing(self, name: str) -> Existing | None:
+        """What a finished output already under this name says (output.Existing), or None."""
+        if self.local is not None:
+            return load_existing(self.local, name)
         try:
-            if self.local is not None:
-                p = self.local / name / f"{name.rsplit('/', 1)[-1]}.json"
-                if not p.is_file():
-                    return None
-                data = json.loads(p.read_text(encoding="utf-8"))
-            else:
-                path = self._json_path(name)
-                if not self._fs.isfile(path):
-                    return None
-                with self._fs.open(path, "rb") as f:
-                    data = json.loads(f.read().decode("utf-8"))
+            path = self._json_path(name)
+            if not self._fs.isfile(path):
+                return None
+            with self._fs.open(path, "rb") as f:
+                return Existing.from_json(json.loads(f.read().decode("utf-8")))
         except (OSError, ValueError):
             return None
-        return complete_sha(data)
 
     # -- writing -----------------------------------------------------------------------------
+    def staging(self, name: str, run_id: str) -> Path | None:
+        """A local target's staging folder for a document (figure crops go there as pages finish)."""
+        return staging_dir(self.local, name, run_id) if self.local is not None else None
+
     def write(self, doc: Document, name: str, files: dict[str, bytes], run_id: str, *,
-              keep_headers_footers: bool = False) -> str:
-        """Write the document's files and its figure crops (relative path -> bytes); returns where."""
+              keep_headers_footers: bool = False, formats: tuple[str, ...] = DEFAULT_FORMATS) -> str:
+        """Write the document's files and its figure crops (relative path -> bytes; a local run's
+        crops are already in its staging folder); returns where."""
         if self.local is not None:
             staging = staging_dir(self.local, name, run_id)
             try:
                 _put_files(staging, files)
-                return str(write_document(doc, self.local, name, staging, keep_headers_footers=keep_headers_footers))
+                return str(write_document(doc, self.local, name, staging, keep_headers_footers=keep_headers_footers,
+                                          formats=formats))
             except BaseException:
                 shutil.rmtree(staging, ignore_errors=True)
                 raise
@@ -125,7 +118,7 @@ class OutputTarget:
             out = Path(tmp)
             staging = staging_dir(out, name, uuid.uuid4().hex[:8])
             _put_files(staging, files)
-            folder = write_document(doc, out, name, staging, keep_headers_footers=keep_headers_footers)
+            folder = write_document(doc, out, name, staging, keep_headers_footers=keep_headers_footers, formats=formats)
             self._upload(folder, name)
         return self.location(name)
 

@@ -1,0 +1,73 @@
+"""What a run reports, whichever scheduler ran it: one DocResult a document, a RunSummary, events."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from ocrserve.document import Document
+
+log = logging.getLogger(__name__)
+
+# on_event(kind, data): run_start, doc_start, page_done, doc_done, run_done
+Event = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass
+class DocResult:
+    name: str
+    path: str
+    status: str                      # ok, fallback, failed, skipped
+    error: str | None = None
+    document: Document | None = None
+    output: Path | None = None
+    pages: int = 0
+    pages_failed: int = 0
+    pages_fallback: int = 0
+
+
+@dataclass
+class RunSummary:
+    results: list[DocResult] = field(default_factory=list)
+    elapsed_s: float = 0.0
+    interrupted: bool = False
+
+    @property
+    def failed(self) -> list[DocResult]:
+        return [r for r in self.results if r.status == "failed"]
+
+    @property
+    def pages(self) -> int:
+        return sum(r.pages for r in self.results if r.status != "skipped")
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.results:
+            out[r.status] = out.get(r.status, 0) + 1
+        return out
+
+
+def emitter(on_event: Event | None) -> Callable[..., None]:
+    """emit(kind, **data): calls on_event; a failing progress display never breaks a run."""
+
+    def emit(kind: str, **data: Any) -> None:
+        if on_event is not None:
+            try:
+                on_event(kind, data)
+            except Exception:  # noqa: BLE001
+                log.exception("event handler failed")
+
+    return emit
+
+
+def document_result(name: str, path: str, doc: Document) -> DocResult:
+    """The DocResult of an assembled document (before it is written)."""
+    pages = doc.pages
+    return DocResult(
+        name=name, path=path, status=doc.status, document=doc, pages=len(pages),
+        pages_failed=sum(p.status == "failed" for p in pages),
+        pages_fallback=sum(p.status == "fallback" for p in pages),
+        error="; ".join(f"page {p.index + 1}: {p.error}" for p in pages if p.status == "failed")[:2000] or None,
+    )
