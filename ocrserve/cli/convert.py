@@ -79,6 +79,33 @@ class _Display:
             self.bar.stop()
 
 
+def _run(inputs: list[str], options: Any, display: _Display) -> Any:
+    """Run the conversion with the scheduler the options ask for (local asyncio, or Ray)."""
+    if options.ray is not None:
+        from ocrserve.pipeline.ray import run_ray_convert
+
+        return run_ray_convert(inputs, options, on_event=display)
+    from ocrserve.pipeline.local import Converter, RunSummary
+
+    async def main() -> Any:
+        conv = Converter(options, on_event=display)
+        task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, task.cancel)
+            except (NotImplementedError, RuntimeError):
+                pass
+        try:
+            return await conv.run(inputs)
+        except asyncio.CancelledError:  # Ctrl-C / SIGTERM: what finished is kept
+            return conv.last_summary or RunSummary(interrupted=True)
+        finally:
+            await conv.aclose()
+
+    return asyncio.run(main())
+
+
 def register(app: typer.Typer) -> None:
     @app.command("convert")
     def convert(
@@ -87,7 +114,7 @@ def register(app: typer.Typer) -> None:
         engine: Optional[str] = typer.Option(None, "--engine", "-e", help="lite (default without a server), openai, hf"),
         model: Optional[str] = typer.Option(None, "--model", "-m", help="model profile: chandra-1 (default, or OCRSERVE_MODEL), chandra-2 or a profile file"),
         server: Optional[str] = typer.Option(None, "--server", help="OpenAI-compatible server URL (vLLM), implies --engine openai"),
-        api_key: Optional[str] = typer.Option(None, "--api-key", envvar="OCRSERVE_API_KEY", help="API key for the server"),
+        api_key: Optional[str] = typer.Option(None, "--api-key", help="API key for the server (default: OCRSERVE_API_KEY)"),
         served_model: Optional[str] = typer.Option(None, "--served-model", help="model name on the server (default: asked)"),
         concurrency: Optional[int] = typer.Option(None, "--concurrency", "-c", help="pages in flight (default: sized for vLLM)"),
         pages: Optional[str] = typer.Option(None, "--pages", help="page ranges, e.g. 1-5,9"),
@@ -115,62 +142,30 @@ def register(app: typer.Typer) -> None:
         """Convert documents to Markdown, HTML and JSON (+ figure crops) under OUTPUT/<name>/."""
         from ocrserve.engines import EngineError
         from ocrserve.ingest.sources import InputError
-        from ocrserve.pipeline.local import Converter, RunSummary
-
-        if server and engine is None:
-            engine = "openai"
-        if not ray and "://" in output:
-            if output.startswith("file://"):
-                output = output[len("file://"):]
-            else:
-                typer.echo(f"error: --output {output}: URL outputs need --ray (a local run writes to a folder)", err=True)
-                raise typer.Exit(2)
-        opts: dict[str, Any] = {}
-        for k, v in dict(server=server, api_key=api_key, served_model=served_model, checkpoint=checkpoint,
-                         device=device, batch_size=batch_size, max_tokens=max_tokens).items():
-            if v is not None:
-                opts[k] = v
-        if ignore_eos:
-            opts["ignore_eos"] = True
-        if compile_:
-            opts["static_cache"] = True
-            from ocrserve.settings import get_settings
-
-            if (engine or get_settings().engine) != "hf":
-                typer.echo("warning: --compile is for the hf engine (--engine hf); ignored", err=True)
-        display = _Display(json_log, quiet)
-
-        async def main() -> Any:
-            conv = Converter(
-                engine=engine, model=model, output_dir=output, pages=pages, password=password, force=force,
-                fallback=False if no_fallback else None, keep_headers_footers=keep_headers_footers,
-                on_event=display, concurrency=concurrency, render_workers=render_workers, **opts,
-            )
-            task = asyncio.current_task()
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                try:
-                    loop.add_signal_handler(sig, task.cancel)
-                except (NotImplementedError, RuntimeError):
-                    pass
-            try:
-                return await conv.run(inputs)
-            except asyncio.CancelledError:  # Ctrl-C / SIGTERM: what finished is kept
-                return conv.last_summary or RunSummary(interrupted=True)
-            finally:
-                await conv.aclose()
+        from ocrserve.pipeline.options import ConvertOptions, OptionsError, RayOptions
 
         try:
-            if ray is not None:
-                from ocrserve.pipeline.ray import run_ray_convert
-
-                summary = run_ray_convert(
-                    inputs, address=ray, output=str(output), engine=engine, model=model, pages=pages, password=password,
-                    force=force, fallback=False if no_fallback else None, keep_headers_footers=keep_headers_footers,
-                    on_event=display, concurrency=concurrency, ray_progress=not (json_log or quiet), **opts,
-                )
-            else:
-                summary = asyncio.run(main())
+            options = ConvertOptions.build(
+                engine=engine, model=model, output=output, pages=pages, password=password, force=force,
+                fallback=False if no_fallback else None, keep_headers_footers=keep_headers_footers or None,
+                concurrency=concurrency, render_workers=render_workers, server=server, api_key=api_key,
+                served_model=served_model, checkpoint=checkpoint, device=device, batch_size=batch_size,
+                max_tokens=max_tokens, ignore_eos=ignore_eos, static_cache=compile_,
+                ray=RayOptions(address=ray, progress=not (json_log or quiet)) if ray is not None else None,
+            )
+            resolved = options.resolve()
+        except (OptionsError, EngineError) as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2) from None
+        if ray is None and "://" in output and not output.startswith("file://"):
+            typer.echo(f"error: --output {output}: URL outputs need --ray (a local run writes to a folder)", err=True)
+            raise typer.Exit(2)
+        if compile_ and resolved.engine != "hf":
+            typer.echo("warning: --compile is for the hf engine (--engine hf); ignored", err=True)
+            options = options.model_copy(update={"static_cache": False})
+        display = _Display(json_log, quiet)
+        try:
+            summary = _run(inputs, options, display)
         except (InputError, EngineError, ValueError) as e:
             display.close()
             typer.echo(f"error: {e}", err=True)

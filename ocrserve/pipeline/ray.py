@@ -24,19 +24,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ocrserve.document import Document, Page, Source
-from ocrserve.engines import Engine, EngineError
-from ocrserve.ingest.raster import Budget
+from ocrserve.document import Page
+from ocrserve.engines import Engine
+from ocrserve.ingest.raster import Budget, SourceInfo
 from ocrserve.ingest.sources import expand_inputs, parse_page_ranges
-from ocrserve.pipeline.local import DocResult, RunSummary
+from ocrserve.pipeline.options import ConvertOptions, RayOptions
+from ocrserve.pipeline.output import alt_name
+from ocrserve.pipeline.page import assemble_document
+from ocrserve.pipeline.ray_stages import (EngineSpec, EngineStage, StageConfig, existing_json, finish_row, open_doc,
+                                          render_row, row_figures)
+from ocrserve.pipeline.results import DocResult, Event, RunSummary, document_result, emitter
+from ocrserve.pipeline.target import OutputTarget
 from ocrserve.profiles import load_profile
 from ocrserve.settings import Settings, get_settings
-from ocrserve.pipeline.target import OutputTarget
-from ocrserve.pipeline.ray_stages import EngineSpec, EngineStage, StageConfig, finish_row, open_doc, render_row, row_figures
 
 log = logging.getLogger(__name__)
 
-Event = Callable[[str, dict[str, Any]], None]
 GPU_ENGINES = ("vllm", "openai", "hf")
 
 
@@ -46,6 +49,7 @@ class RayConvertError(ValueError):
 
 @dataclass
 class _Doc:
+    doc: int
     name: str
     path: str
     meta: dict[str, Any]
@@ -86,17 +90,6 @@ def connect(address: str | None, **init_kwargs: Any) -> bool:
     return True
 
 
-def _resolve_engine(engine: str | Callable[..., Engine] | None, server: str | None, settings: Settings) -> tuple[str, Callable | None]:
-    if callable(engine):
-        return str(getattr(engine, "name", "custom")), engine
-    name = engine or settings.engine
-    if name is None:
-        name = "openai" if (server or settings.server) else "lite"
-    if name not in ("lite", "openai", "hf", "vllm"):
-        raise EngineError(f"unknown engine {name!r}: use one of lite, openai, hf, vllm")
-    return name, None
-
-
 def _actor_plan(name: str, engine_actors: int | None, gpus_per_actor: float | None,
                 cpus_per_actor: float | None) -> tuple[int, float, float]:
     """(actors, GPUs each, CPUs each): one engine per GPU when the cluster has GPUs."""
@@ -122,69 +115,65 @@ def _actor_plan(name: str, engine_actors: int | None, gpus_per_actor: float | No
     return engine_actors, gpus_per_actor, cpus_per_actor
 
 
+# the Ray options as keyword arguments of run_ray_convert (also accepted inside `ray=RayOptions(...)`)
+_RAY_KEYWORDS = {"address": "address", "engine_actors": "engine_actors", "gpus_per_actor": "gpus_per_actor",
+                 "cpus_per_actor": "cpus_per_actor", "ray_batch_size": "batch_size", "pages_per_task": "pages_per_task",
+                 "task_retries": "task_retries", "storage_options": "storage_options", "ray_progress": "progress",
+                 "ray_init": "init"}
+
+
 def run_ray_convert(
     inputs: list[str | Path] | str | Path,
+    options: ConvertOptions | None = None,
     *,
-    address: str | None = None,
-    output: str | Path = "ocrserve-out",
     engine: str | Callable[..., Engine] | None = None,
-    model: str | None = None,
-    server: str | None = None,
-    pages: str | list[int] | None = None,
-    password: str | None = None,
-    force: bool = False,
-    fallback: bool | None = None,
-    keep_headers_footers: bool | None = None,
-    figures: bool = True,
-    keep_raw: bool = False,
-    concurrency: int | None = None,
     settings: Settings | None = None,
     on_event: Event | None = None,
-    engine_actors: int | None = None,
-    gpus_per_actor: float | None = None,
-    cpus_per_actor: float | None = None,
-    ray_batch_size: int | None = None,
-    pages_per_task: int = 4,
-    task_retries: int = 3,
-    storage_options: dict | None = None,
-    ray_progress: bool = True,
-    ray_init: dict[str, Any] | None = None,
-    **engine_options: Any,
+    **option_values: Any,
 ) -> RunSummary:
     """Convert files/folders/globs on a Ray cluster; writes OUTPUT/<name>/ like the local run.
 
+    `options` as for the local Converter (ConvertOptions, or the same keyword arguments), with the
+    Ray ones in `options.ray` (or as keywords: address, engine_actors, ray_batch_size, ...).
     `engine` is a name (lite, openai, hf, vllm) or a factory `f(profile, settings, **options)`;
     `server` may hold `{node_ip}` (each actor then talks to the server on its own node).
     Input files must be readable at the same path on every node (a shared file system).
     """
+    ray_values = {_RAY_KEYWORDS[k]: option_values.pop(k) for k in list(option_values) if k in _RAY_KEYWORDS}
+    factory = engine if callable(engine) else None
+    if isinstance(engine, str):
+        option_values["engine"] = engine
+    if options is None:
+        options = ConvertOptions.build(**option_values)
+    elif option_values:
+        options = ConvertOptions.build(**{**options.model_dump(exclude_defaults=True), **option_values})
+    if ray_values:
+        base = options.ray.model_dump() if options.ray else {}
+        options = options.model_copy(update={"ray": RayOptions(**{**base, **ray_values})})
     settings = settings or get_settings()
-    profile = load_profile(model or settings.model)
-    name, factory = _resolve_engine(engine, server, settings)
-    if server is not None:
-        engine_options["server"] = server
-    if concurrency:
-        engine_options["concurrency"] = concurrency
-    page_filter = parse_page_ranges(pages) if isinstance(pages, str) or pages is None else sorted(set(pages))
-    keep_hf = settings.keep_headers_footers if keep_headers_footers is None else keep_headers_footers
-
-    def emit(kind: str, **data: Any) -> None:
-        if on_event:
-            try:
-                on_event(kind, data)
-            except Exception:  # noqa: BLE001 - a progress display never breaks a run
-                log.exception("event handler failed")
+    opts = options.resolve(settings)
+    rayo = opts.ray or RayOptions()
+    profile = load_profile(opts.model)
+    name = str(getattr(factory, "name", "custom")) if factory is not None else opts.engine
+    engine_options = opts.engine_kwargs()
+    page_filter = parse_page_ranges(opts.pages) if isinstance(opts.pages, str) or opts.pages is None \
+        else sorted(set(opts.pages))
+    emit = emitter(on_event)
 
     t0 = time.perf_counter()
     if isinstance(inputs, (str, Path)):
         inputs = [inputs]
     sources = expand_inputs(list(inputs))
-    target = OutputTarget(output, storage_options)
+    target = OutputTarget(opts.output or "ocrserve-out", rayo.storage_options)
     target.prepare()
     run_id = uuid.uuid4().hex[:8]
+    # the driver reads what is already written (under each name and its alternative); the open
+    # stage decides with the local run's rule (output.plan_document) once the source's hash is known
     doc_rows = [
-        {"name": s.name, "path": str(s.path), "abspath": str(s.path.absolute()),
-         "done_sha": "" if force else (target.done_sha(s.name) or "")}
-        for s in sources
+        {"doc": i, "name": s.name, "path": str(s.path), "abspath": str(s.path.absolute()),
+         "here": existing_json(target.load_existing(s.name)),
+         "alt": existing_json(target.load_existing(alt_name(s)))}
+        for i, s in enumerate(sources)
     ]
     emit("run_start", documents=len(sources))
     summary = RunSummary()
@@ -193,24 +182,23 @@ def run_ray_convert(
         emit("run_done", summary=summary)
         return summary
 
-    started = connect(address, **(ray_init or {}))
+    started = connect(rayo.address, **rayo.init)
     try:
         import ray
 
         ctx = ray.data.DataContext.get_current()
-        ctx.enable_progress_bars = ray_progress
-        actors, gpus_each, cpus_each = _actor_plan(name, engine_actors, gpus_per_actor, cpus_per_actor)
-        cfg = StageConfig(model=profile, budget=Budget.from_profile(profile),
-                          password=password, max_image_pixels=settings.max_image_pixels, page_filter=page_filter,
-                          figures=figures, keep_raw=keep_raw)
+        ctx.enable_progress_bars = rayo.progress
+        actors, gpus_each, cpus_each = _actor_plan(name, rayo.engine_actors, rayo.gpus_per_actor, rayo.cpus_per_actor)
+        cfg = StageConfig(model=profile, budget=Budget.from_profile(profile), password=opts.password,
+                          max_image_pixels=settings.max_image_pixels, page_filter=page_filter, figures=opts.figures,
+                          keep_raw=opts.keep_raw, writes=True, force=opts.force)
         spec = EngineSpec(name=None if factory else name, model=cfg.model, settings=settings, options=engine_options,
-                          fallback=settings.fallback if fallback is None else fallback, password=password,
-                          factory=factory)
-        batch_size = ray_batch_size or (64 if name == "vllm" else 8)
+                          fallback=bool(opts.fallback), password=opts.password, factory=factory)
+        batch_size = rayo.batch_size or (64 if name == "vllm" else 8)
         # Ray core retries a task whose worker died (max_retries); Ray Data restarts a dead engine actor
         # and resubmits its batches (max_restarts / max_task_retries -1, its default, set here explicitly).
         # Newer Ray versions warn that these go through **ray_remote_args; they are still honoured.
-        task_args = {"max_retries": task_retries, "num_cpus": 1}
+        task_args = {"max_retries": rayo.task_retries, "num_cpus": 1}
         actor_args: dict[str, Any] = {"max_restarts": -1, "max_task_retries": -1}
         log.info("ray run %s: %d documents, %d engine actors (%s, %g GPU, %g CPU each)", run_id, len(doc_rows),
                  actors, name, gpus_each, cpus_each)
@@ -219,7 +207,7 @@ def run_ray_convert(
             ds = ray.data.from_items(doc_rows, override_num_blocks=max(1, min(len(doc_rows), 1000)))
             ds = ds.flat_map(open_doc, fn_kwargs={"cfg": cfg}, **task_args)
             # one row per document -> blocks of a few pages, so a long document renders on many workers
-            ds = ds.repartition(target_num_rows_per_block=max(1, pages_per_task))
+            ds = ds.repartition(target_num_rows_per_block=max(1, rayo.pages_per_task))
             ds = ds.map(render_row, fn_kwargs={"cfg": cfg}, **task_args)
             ds = ds.map_batches(
                 EngineStage, fn_constructor_kwargs={"spec": spec}, batch_size=batch_size, batch_format="pyarrow",
@@ -227,50 +215,49 @@ def run_ray_convert(
                 **actor_args,
             )
             ds = ds.map(finish_row, fn_kwargs={"cfg": cfg}, **task_args)
-        summary.results = _collect(ds, doc_rows, target, run_id, name, profile.name, keep_hf, emit, summary)
+        summary.results = _collect(ds, doc_rows, target, run_id, name, profile.name, opts, emit, summary)
     finally:
         if started:
             import ray
 
             ray.shutdown()
-    order = {r["name"]: i for i, r in enumerate(doc_rows)}
-    summary.results.sort(key=lambda r: order.get(r.name, 0))
     summary.elapsed_s = time.perf_counter() - t0
     emit("run_done", summary=summary)
     return summary
 
 
 def _collect(ds, doc_rows: list[dict[str, Any]], target: OutputTarget, run_id: str, engine_name: str,
-             model_name: str, keep_hf: bool, emit, summary: RunSummary) -> list[DocResult]:
-    """Stream the finished rows; write each document when its last page is back."""
-    docs: dict[str, _Doc] = {}
-    results: dict[str, DocResult] = {}
+             model_name: str, opts: ConvertOptions, emit, summary: RunSummary) -> list[DocResult]:
+    """Stream the finished rows; write each document when its last page is back. Results come back in
+    the input order (keyed by the input's number: a document may be renamed by plan_document)."""
+    docs: dict[int, _Doc] = {}
+    results: dict[int, DocResult] = {}
 
     def finish(d: _Doc) -> None:
-        results[d.name] = d.result = _write(d, target, run_id, engine_name, model_name, keep_hf)
+        results[d.doc] = d.result = _write(d, target, run_id, engine_name, model_name, opts)
         emit("doc_done", result=d.result)
 
     try:
         for row in ds.iter_rows():
-            nm = row["name"]
-            if nm in results:
+            key = row["doc"]
+            if key in results:
                 continue  # a page delivered twice (a retried batch): kept once
             if row["kind"] in ("skipped", "failed"):
-                r = DocResult(name=nm, path=row["path"], status=row["kind"], error=row["error"] or None)
-                results[nm] = r
+                r = DocResult(name=row["name"], path=row["path"], status=row["kind"], error=row["error"] or None)
+                results[key] = r
                 emit("doc_done", result=r)
                 continue
-            d = docs.get(nm)
+            d = docs.get(key)
             if d is None:
-                d = docs[nm] = _Doc(name=nm, path=row["path"], meta=dict(row), n_pages=row["n_pages"])
-                emit("doc_start", name=nm, pages=d.n_pages)
+                d = docs[key] = _Doc(doc=key, name=row["name"], path=row["path"], meta=dict(row), n_pages=row["n_pages"])
+                emit("doc_start", name=d.name, pages=d.n_pages)
             idx = row["index"]
             if idx in d.pages:
                 continue
             page = Page.model_validate_json(row["page_json"])
             d.pages[idx] = page
             d.files.update(row_figures(row))
-            emit("page_done", name=nm, index=idx, status=page.status, error=page.error)
+            emit("page_done", name=d.name, index=idx, status=page.status, error=page.error, page=page)
             if len(d.pages) == d.n_pages:
                 finish(d)
     except KeyboardInterrupt:
@@ -278,36 +265,29 @@ def _collect(ds, doc_rows: list[dict[str, Any]], target: OutputTarget, run_id: s
     if not summary.interrupted:
         # the safety net: every document must be accounted for, never silently dropped
         for r in doc_rows:
-            nm = r["name"]
-            if nm in results:
+            key = r["doc"]
+            if key in results:
                 continue
-            d = docs.get(nm)
+            d = docs.get(key)
             got = len(d.pages) if d else 0
             want = d.n_pages if d else "?"
+            nm = d.name if d else r["name"]
             log.error("%s: only %s of %s pages came back from the cluster", nm, got, want)
-            results[nm] = DocResult(name=nm, path=r["path"], status="failed",
-                                    error=f"pages lost: {got} of {want} came back from the cluster")
-            emit("doc_done", result=results[nm])
-    return list(results.values())
+            results[key] = DocResult(name=nm, path=r["path"], status="failed",
+                                     error=f"pages lost: {got} of {want} came back from the cluster")
+            emit("doc_done", result=results[key])
+    return [results[k] for k in sorted(results)]
 
 
-def _write(d: _Doc, target: OutputTarget, run_id: str, engine_name: str, model_name: str, keep_hf: bool) -> DocResult:
-    pages = [d.pages[i] for i in sorted(d.pages)]
+def _write(d: _Doc, target: OutputTarget, run_id: str, engine_name: str, model_name: str,
+           opts: ConvertOptions) -> DocResult:
     m = d.meta
-    doc = Document(
-        source=Source(path=d.path, sha256=m["sha256"], type=m["type"], page_count=m["page_count"]),
-        model=model_name if engine_name != "lite" else "lite",
-        pages=pages,
-    )
-    n_failed = sum(p.status == "failed" for p in pages)
-    n_fb = sum(p.status == "fallback" for p in pages)
-    result = DocResult(
-        name=d.name, path=d.path, status=doc.status, document=doc, pages=len(pages), pages_failed=n_failed,
-        pages_fallback=n_fb,
-        error="; ".join(f"page {p.index + 1}: {p.error}" for p in pages if p.status == "failed")[:2000] or None,
-    )
+    info = SourceInfo(type=m["type"], page_count=m["page_count"], sha256=m["sha256"])
+    doc = assemble_document(d.path, info, [d.pages[i] for i in sorted(d.pages)], engine_name, model_name)
+    result = document_result(d.name, d.path, doc)
     try:
-        out = target.write(doc, d.name, d.files, run_id, keep_headers_footers=keep_hf)
+        out = target.write(doc, d.name, d.files, run_id, keep_headers_footers=bool(opts.keep_headers_footers),
+                           formats=opts.formats)
         result.output = Path(out) if target.local is not None else None
     except (OSError, ValueError) as e:
         result.status, result.error = "failed", f"cannot write output: {e}"

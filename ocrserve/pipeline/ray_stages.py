@@ -7,8 +7,9 @@ documents --open (flat_map, CPU)--> one row per selected page (or one skipped/fa
 and the driver assembles documents from the finished rows (ray_convert.py).
 
 Every row carries every column (same types throughout: "" / 0 / -1 for "none"), so blocks from
-different stages and documents always share one Arrow schema. The per-page logic mirrors the local
-pipeline (pipeline.Converter._page / _ocr) so both produce the same files.
+different stages and documents always share one Arrow schema. The stages only move rows: each step
+(plan the document, render, engine + fallback, parse, the page's account) is pipeline/page.py's or
+output.py's, the same functions the local scheduler calls, so both produce the same files.
 
 Opening and rendering run in a child process of the Ray worker (isolate.py): a file that crashes
 pdfium fails alone, with the local pipeline's reason, and never takes the task (and the other
@@ -17,8 +18,8 @@ documents' pages in its block) down with it.
 
 from __future__ import annotations
 
+import json
 import logging
-import os
 import pickle
 import tempfile
 import time
@@ -26,12 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ocrserve.document import Page, PageTimings
-from ocrserve.pipeline.page import with_fallback
+from ocrserve.document import Page
 from ocrserve.engines import Engine, EngineResult, PageInput, create_engine
-from ocrserve.ingest.pool import WorkerCrash
-from ocrserve.ingest.raster import Budget, DocumentError, open_source, render_page
-from ocrserve.pipeline.page import finish_page
+from ocrserve.ingest.raster import Budget, RenderedPage, open_source, render_page
+from ocrserve.ingest.sources import SourceFile
+from ocrserve.pipeline import page as steps
+from ocrserve.pipeline.output import Existing, plan_document
 from ocrserve.profiles import Profile, load_profile
 from ocrserve.settings import Settings
 from ocrserve.ingest.isolate import isolated, quiet_dead_resource_tracker
@@ -40,7 +41,7 @@ log = logging.getLogger(__name__)
 
 # kind: page (a page to convert), skipped (complete output already there), failed (document unreadable)
 COLUMNS: dict[str, Any] = {
-    "kind": "page", "name": "", "path": "", "abspath": "", "type": "", "sha256": "", "page_count": 0,
+    "kind": "page", "doc": -1, "name": "", "path": "", "abspath": "", "type": "", "sha256": "", "page_count": 0,
     "n_pages": 0, "index": -1, "error": "",
     # render
     "png": b"", "width": 0.0, "height": 0.0, "unit": "pt", "image_width": 0, "image_height": 0, "render_s": 0.0,
@@ -72,29 +73,43 @@ class StageConfig:
     page_filter: list[int] | None = None
     figures: bool = True
     keep_raw: bool = False
+    writes: bool = True   # an output is written (naming and resume apply)
+    force: bool = False
 
 
 # ------------------------------------------------------------------------------------------ open
 
 
+def existing_json(e: Existing | None) -> str:
+    """An output's Existing as a row value (the driver reads outputs; the open stage decides)."""
+    if e is None:
+        return ""
+    return json.dumps({"sha256": e.sha256, "path": e.path, "pages": sorted(e.pages), "ok": e.ok})
+
+
+def _existing(value: str) -> Existing | None:
+    if not value:
+        return None
+    d = json.loads(value)
+    return Existing(sha256=d["sha256"], path=d["path"], pages=frozenset(d["pages"]), ok=d["ok"])
+
+
 def open_doc(doc: dict[str, Any], cfg: StageConfig) -> list[dict[str, Any]]:
     """A document row -> its page rows; one skipped or failed row when there is nothing to convert."""
-    base = {"name": doc["name"], "path": doc["path"], "abspath": doc["abspath"]}
+    base = {"doc": doc["doc"], "name": doc["name"], "path": doc["path"], "abspath": doc["abspath"]}
     try:
         info = isolated(open_source, doc["abspath"], cfg.password, cfg.max_image_pixels)
-    except (DocumentError, WorkerCrash) as e:
-        return [make_row(kind="failed", error=str(e), **base)]
     except Exception as e:  # noqa: BLE001 - one bad document never stops the others
-        return [make_row(kind="failed", error=f"cannot open: {e!r}", **base)]
-    meta = dict(base, type=info.type, sha256=info.sha256, page_count=info.page_count)
-    if doc.get("done_sha") and doc["done_sha"] == info.sha256:
-        return [make_row(kind="skipped", **meta)]
-    indices = list(range(info.page_count))
-    if cfg.page_filter is not None:
-        indices = [i for i in cfg.page_filter if i < info.page_count]
-    if not indices:
-        return [make_row(kind="failed", error=f"no pages selected (the document has {info.page_count})", **meta)]
-    return [make_row(kind="page", n_pages=len(indices), index=i, **meta) for i in indices]
+        return [make_row(kind="failed", error=steps.open_error(e), **base)]
+    plan = plan_document(
+        SourceFile(path=Path(doc["path"]), name=doc["name"]), info.sha256, info.page_count,
+        steps.page_indices(cfg.page_filter, info.page_count), writes=cfg.writes, force=cfg.force,
+        here=_existing(doc["here"]), alt=lambda: _existing(doc["alt"]),
+    )
+    meta = dict(base, name=plan.src.name, type=info.type, sha256=info.sha256, page_count=info.page_count)
+    if plan.status is not None:
+        return [make_row(kind=plan.status, error=plan.error or "", **meta)]
+    return [make_row(kind="page", n_pages=len(plan.indices), index=i, **meta) for i in plan.indices]
 
 
 # ---------------------------------------------------------------------------------------- render
@@ -106,27 +121,22 @@ def render_row(row: dict[str, Any], cfg: StageConfig) -> dict[str, Any]:
     try:
         rp = isolated(render_page, row["abspath"], row["type"], row["index"], cfg.budget, cfg.password,
                       cfg.max_image_pixels)
-    except (DocumentError, WorkerCrash) as e:
-        return _failed_render(row, f"render: {e}")
-    except Exception as e:  # noqa: BLE001
-        return _failed_render(row, f"render: {e!r}")
+    except Exception as e:  # noqa: BLE001 - a page that cannot be rendered fails alone
+        row["page_json"] = steps.render_failed(row["index"], e).model_dump_json()
+        return row
     row.update(png=rp.png, width=rp.width, height=rp.height, unit=rp.unit, image_width=rp.image_width,
                image_height=rp.image_height, render_s=rp.render_s)
     return row
 
 
-def _failed_render(row: dict[str, Any], error: str) -> dict[str, Any]:
-    page = Page(index=row["index"], width=0, height=0, status="failed", error=error)
-    row["page_json"] = page.model_dump_json()
-    return row
+def rendered(row: dict[str, Any]) -> RenderedPage:
+    return RenderedPage(index=row["index"], png=row["png"], image_width=row["image_width"],
+                        image_height=row["image_height"], width=row["width"], height=row["height"],
+                        unit=row["unit"], render_s=row["render_s"])
 
 
 def page_input(row: dict[str, Any], password: str | None) -> PageInput:
-    return PageInput(
-        doc_id=row["name"], index=row["index"], png=row["png"], width=row["width"], height=row["height"],
-        unit=row["unit"], source_path=row["abspath"], source_type=row["type"], password=password,
-        render_s=row["render_s"], image_size=(row["image_width"], row["image_height"]),
-    )
+    return steps.page_input(row["name"], rendered(row), row["abspath"], row["type"], password)
 
 
 # ---------------------------------------------------------------------------------------- engine
@@ -216,12 +226,12 @@ class EngineStage:
                 return await self.engine.ocr(pi)
             except Exception as e:  # noqa: BLE001 - an engine bug must not lose the page
                 log.exception("engine %s raised on %s page %d", self.engine.name, pi.doc_id, pi.index + 1)
-                return EngineResult(ok=False, engine=self.engine.name, error=f"engine error: {e!r}")
+                return steps.engine_error(self.engine.name, e)
 
     async def _with_fallback(self, pi: PageInput, res: EngineResult) -> tuple[EngineResult, str, str | None]:
         """(result, status, model error kept for a fallback page): the pipeline's rule."""
-        return await with_fallback(res, pi, engine_name=self.engine.name, enabled=self.spec.fallback,
-                                   get_fallback=self._fallback)
+        return await steps.with_fallback(res, pi, engine_name=self.engine.name, enabled=self.spec.fallback,
+                                         get_fallback=self._fallback)
 
     async def _results(self, inputs: list[PageInput]) -> list[tuple[EngineResult, float]]:
         import asyncio
@@ -233,7 +243,7 @@ class EngineStage:
                 results = await batch(inputs)
             except Exception as e:  # noqa: BLE001
                 log.exception("engine %s raised on a batch", self.engine.name)
-                results = [EngineResult(ok=False, engine=self.engine.name, error=f"engine error: {e!r}")] * len(inputs)
+                results = [steps.engine_error(self.engine.name, e) for _ in inputs]
             dt = (time.perf_counter() - t0) / max(1, len(inputs))
             return [(r, dt) for r in results]
 
@@ -284,41 +294,34 @@ def _on_loop(loop: Any) -> bool:
 
 
 def finish_row(row: dict[str, Any], cfg: StageConfig) -> dict[str, Any]:
-    """Parse the raw answer into a Page (figure crops collected as bytes), as pipeline.Converter._page."""
+    """Parse the raw answer into a Page (figure crops collected as bytes): the local run's steps."""
     if row["kind"] != "page" or row["page_json"]:
         row["png"] = b""
         return row
     profile = load_profile(cfg.model)
-    status, model_error = row["status"], row["model_error"] or None
+    rp = rendered(row)
+    res = EngineResult(
+        raw=row["raw"], ok=row["status"] != "failed", engine=row["engine"], attempts=row["attempts"],
+        finish_reason=row["finish_reason"] or None,
+        prompt_tokens=None if row["prompt_tokens"] < 0 else row["prompt_tokens"],
+        completion_tokens=None if row["completion_tokens"] < 0 else row["completion_tokens"],
+    )
     files: dict[str, bytes] = {}
-    common = dict(index=row["index"], width=row["width"], height=row["height"], unit=row["unit"])
-    if status == "failed":
-        page = Page(status="failed", image_width=row["image_width"], image_height=row["image_height"], **common)
-    else:
+    parsed: Page | BaseException | None = None
+    if row["status"] != "failed":
         try:
             with tempfile.TemporaryDirectory(prefix="ocrserve-fig-") as tmp:
-                page = finish_page(
-                    row["raw"], profile, image_size=(row["image_width"], row["image_height"]),
-                    png=row["png"] if cfg.figures else None, staging=tmp if cfg.figures else None,
-                    prefix=row["name"].rsplit("/", 1)[-1],
-                    truncated=(row["finish_reason"] == "length") if row["finish_reason"] else None, **common,
+                parsed = steps.finish_page(
+                    res.raw, profile, png=rp.png if cfg.figures else None, staging=tmp if cfg.figures else None,
+                    prefix=row["name"].rsplit("/", 1)[-1], **steps.parse_kwargs(res, rp),
                 )
                 for p in sorted(Path(tmp).rglob("*")):
                     if p.is_file():
                         files[p.relative_to(tmp).as_posix()] = p.read_bytes()
-        except Exception as e:  # noqa: BLE001 - as the local pipeline: the page fails, the run goes on
-            page = Page(status="failed", **common)
-            model_error = f"postprocess: {e}"
-            status = "failed"
-    page.status = status  # type: ignore[assignment]
-    page.engine = row["engine"] or None
-    page.attempts = row["attempts"]
-    page.prompt_tokens = None if row["prompt_tokens"] < 0 else row["prompt_tokens"]
-    page.completion_tokens = None if row["completion_tokens"] < 0 else row["completion_tokens"]
-    page.error = model_error
-    page.timings = PageTimings(render_s=row["render_s"], engine_s=row["engine_s"], parse_s=page.timings.parse_s)
-    if cfg.keep_raw:
-        page.raw = row["raw"]
+        except Exception as e:  # noqa: BLE001 - as the local run: the page fails, the run goes on
+            parsed = e
+    page = steps.result_page(res, row["status"], row["model_error"] or None, rp, parsed, engine_s=row["engine_s"],
+                             default_engine="", keep_raw=cfg.keep_raw)
     row.update(page_json=page.model_dump_json(), figures=pickle.dumps(files) if files else b"", png=b"", raw="")
     return row
 

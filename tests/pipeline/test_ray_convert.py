@@ -71,6 +71,18 @@ class KillingEngine(StubEngine):
         return await super().ocr(page)
 
 
+class GiveUpEngine(StubEngine):
+    """Gives up on every second page (index 1, 3, ...), as a model that loops would: the lite fallback rescues it."""
+
+    name = "giveup"
+
+    async def ocr(self, page: PageInput, *, on_delta=None) -> EngineResult:
+        if page.index % 2 == 1:
+            return EngineResult(ok=False, engine=self.name, attempts=3, finish_reason="loop",
+                                error="gave up after 3 attempts (3 answers unusable); last: a loop")
+        return await super().ocr(page)
+
+
 # ---------------------------------------------------------------------------------- fixtures
 
 
@@ -153,8 +165,14 @@ def run_local(inputs, out: Path, engine, **kw):
 def run_ray(inputs, out, engine, **kw):
     from ocrserve.pipeline.ray import run_ray_convert
 
+    from ocrserve.pipeline.options import ConvertOptions
+    from ocrserve.pipeline.ray import _RAY_KEYWORDS
+
     kw.setdefault("ray_progress", False)
-    return run_ray_convert(inputs, output=out, engine=engine, settings=_settings(), **kw)
+    # the test engines' own options (kill_pages, closed_dir, ...) go to the engine as engine options
+    own = {k: kw.pop(k) for k in list(kw)
+           if k not in ConvertOptions.model_fields and k not in _RAY_KEYWORDS and k != "on_event"}
+    return run_ray_convert(inputs, output=out, engine=engine, settings=_settings(), engine_options=own, **kw)
 
 
 def _strip_timings(data):
@@ -330,3 +348,42 @@ def test_cli_ray_with_standin_server(ray_local, docs, local_stub, standin, tmp_p
     assert_same_outputs(tree(tmp_path / "local"), tree(tmp_path / "ray"))
     md = (tmp_path / "ray" / "report" / "report.md").read_text()
     assert "Page " in md and "Quarter" in md
+
+
+def test_local_and_ray_write_the_same_files_for_every_option_that_changes_output(ray_local, tmp_path):
+    """One pipeline, two schedulers: the same sequence of runs into two output folders, one run locally
+    and one on Ray, leaves the same files after every step: a page selection, a wider selection later
+    (the document is redone, not kept at 1 page), a same-named file from elsewhere (it gets a hashed
+    name, the first keeps its output), pages rescued by the fallback, and a rerun that skips."""
+    a, b = tmp_path / "in-a", tmp_path / "in-b"
+    a.mkdir(), b.mkdir()
+    text_pdf(a / "report.pdf", pages=3, title="Report A")
+    image(a / "scan.png", size=(900, 700), text="Scanned page")
+    text_pdf(b / "report.pdf", pages=2, title="Report B")  # same name, another file
+    outs = {"local": tmp_path / "out-local", "ray": tmp_path / "out-ray"}
+
+    def both(inputs, **kw):
+        res = {"local": run_local(inputs, outs["local"], GiveUpEngine(load_profile("chandra-1")), **kw),
+               "ray": run_ray(inputs, outs["ray"], GiveUpEngine, **kw)}
+        assert_same_outputs(tree(outs["local"]), tree(outs["ray"]))
+        assert [(r.name, r.status) for r in res["local"].results] == [(r.name, r.status) for r in res["ray"].results]
+        return res["local"]
+
+    first = both([a], pages="1")
+    assert {r.name: r.status for r in first.results} == {"report": "ok", "scan": "ok"}
+    pages = json.loads((outs["ray"] / "report" / "report.json").read_text())["pages"]
+    assert [p["index"] for p in pages] == [0]
+
+    wider = both([a], pages="1-2")  # the drift of old: Ray kept the 1-page output here
+    assert {r.name: r.status for r in wider.results} == {"report": "fallback", "scan": "skipped"}
+    pages = json.loads((outs["ray"] / "report" / "report.json").read_text())["pages"]
+    assert [(p["index"], p["status"]) for p in pages] == [(0, "ok"), (1, "fallback")]
+
+    other = both([b / "report.pdf"])
+    (renamed,) = [r.name for r in other.results]
+    assert renamed.startswith("report-") and (outs["ray"] / renamed / f"{renamed}.json").is_file()
+    assert json.loads((outs["ray"] / "report" / "report.json").read_text())["source"]["path"].endswith(
+        "in-a/report.pdf")  # the first document keeps its output
+
+    assert {r.status for r in both([a], pages="1-2").results} == {"skipped"}
+    assert [(r.name, r.status) for r in both([b / "report.pdf"]).results] == [(renamed, "skipped")]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from ocrserve.pipeline.target import OutputTarget, complete_sha, normalize_target
+from ocrserve.pipeline.target import OutputTarget, normalize_target
 from ocrserve.engines.vllm import VLLMEngine
 from ocrserve.document import Page
 from ocrserve.engines import PageInput
@@ -122,13 +122,13 @@ def test_vllm_a_failing_batch_is_split_so_a_bad_page_fails_alone():
 # ------------------------------------------------------------------------------ driver assembly
 
 
-def _rows(name: str, n: int, indices: list[int]) -> list[dict]:
+def _rows(name: str, n: int, indices: list[int], doc: int) -> list[dict]:
     from ocrserve.pipeline.ray_stages import make_row
 
     out = []
     for i in indices:
         page = Page(index=i, width=612, height=792, status="ok", engine="stub", attempts=1)
-        out.append(make_row(kind="page", name=name, path=f"/in/{name}.pdf", abspath=f"/in/{name}.pdf", type="pdf",
+        out.append(make_row(kind="page", doc=doc, name=name, path=f"/in/{name}.pdf", abspath=f"/in/{name}.pdf", type="pdf",
                             sha256="ab" * 32, page_count=n, n_pages=n, index=i, page_json=page.model_dump_json()))
     return out
 
@@ -144,15 +144,17 @@ class _FakeDataset:
 def _collect(rows, doc_names, out: Path):
     from ocrserve.pipeline.ray import _collect as collect
 
-    doc_rows = [{"name": n, "path": f"/in/{n}.pdf"} for n in doc_names]
+    from ocrserve.pipeline.options import ConvertOptions
+
+    doc_rows = [{"doc": i, "name": n, "path": f"/in/{n}.pdf"} for i, n in enumerate(doc_names)]
     events = []
-    results = collect(_FakeDataset(rows), doc_rows, OutputTarget(out), "run1", "stub", "chandra-1", False,
-                      lambda kind, **data: events.append(kind), RunSummary())
+    results = collect(_FakeDataset(rows), doc_rows, OutputTarget(out), "run1", "stub", "chandra-1",
+                      ConvertOptions().resolve(), lambda kind, **data: events.append(kind), RunSummary())
     return {r.name: r for r in results}, events
 
 
 def test_driver_keeps_a_page_once_and_reports_lost_pages(tmp_path):
-    rows = _rows("a", 3, [0, 1, 1, 2]) + _rows("b", 3, [0, 2])  # a: page 2 delivered twice; b: page 2 of 3 lost
+    rows = _rows("a", 3, [0, 1, 1, 2], 0) + _rows("b", 3, [0, 2], 1)  # a: page 2 delivered twice; b: page 2 of 3 lost
     results, events = _collect(rows, ["a", "b", "c"], tmp_path)
     assert results["a"].status == "ok" and results["a"].pages == 3
     assert [p.index for p in results["a"].document.pages] == [0, 1, 2]
@@ -166,19 +168,26 @@ def test_driver_keeps_a_page_once_and_reports_lost_pages(tmp_path):
 # ------------------------------------------------------------------------------------- outputs
 
 
-def test_complete_rule_matches_the_local_pipeline(tmp_path):
+def test_complete_rule_is_the_same_for_a_folder_and_a_url(tmp_path):
+    """Both schedulers decide with output.is_complete over OutputTarget.load_existing, whatever the target."""
+    import fsspec
+
     from ocrserve.pipeline.output import is_complete
 
-    ok = {"source": {"sha256": "x"}, "pages": [{"status": "ok"}, {"status": "fallback"}]}
-    bad = {"source": {"sha256": "x"}, "pages": [{"status": "ok"}, {"status": "failed"}]}
-    assert complete_sha(ok) == "x" and complete_sha(bad) is None and complete_sha([]) is None
+    ok = {"source": {"sha256": "x"}, "pages": [{"index": 0, "status": "ok"}, {"index": 1, "status": "fallback"}]}
+    bad = {"source": {"sha256": "x"}, "pages": [{"index": 0, "status": "ok"}, {"index": 1, "status": "failed"}]}
+    fs = fsspec.filesystem("memory")
     for name, data in (("good", ok), ("bad", bad)):
         (tmp_path / name).mkdir()
         (tmp_path / name / f"{name}.json").write_text(json.dumps(data))
-    target = OutputTarget(tmp_path)
-    for name in ("good", "bad", "missing"):
-        assert (target.done_sha(name) == "x") == is_complete(tmp_path, name, "x")
-    assert not is_complete(tmp_path, "good", "y")  # a changed source: the driver compares the hash
+        fs.pipe_file(f"/rule/out/{name}/{name}.json", json.dumps(data).encode())
+    for target in (OutputTarget(tmp_path), OutputTarget("memory://rule/out")):
+        assert is_complete(target.load_existing("good"), "x")
+        assert is_complete(target.load_existing("good"), "x", [0, 1])
+        assert not is_complete(target.load_existing("good"), "x", [0, 2])  # another page selection
+        assert not is_complete(target.load_existing("good"), "y")  # a changed source
+        assert not is_complete(target.load_existing("bad"), "x")  # a failed page
+        assert target.load_existing("missing") is None and not is_complete(None, "x")
 
 
 def test_fsspec_target_writes_json_last_and_replaces_old_output():
@@ -196,7 +205,7 @@ def test_fsspec_target_writes_json_last_and_replaces_old_output():
     assert where == "memory://units/out/d"
     assert sorted(fs.find("/units/out")) == ["/units/out/d/d.html", "/units/out/d/d.json", "/units/out/d/d.md",
                                              "/units/out/d/images/d_p1_b0.png"]
-    assert target.done_sha("d") == "s"
+    assert target.load_existing("d").sha256 == "s"
     with pytest.raises(ValueError):
         target.write(doc, "e", {"../escape.png": b"x"}, "r2")
 
