@@ -32,6 +32,10 @@ class Settings(BaseSettings):
     # seconds a render worker may spend on one task (open, render a page) before it is killed and the
     # document fails with a timeout; 0 = no limit
     render_timeout_s: float = Field(120.0, ge=0)
+    # how the render child of a Ray worker starts: forkserver (default where available) or spawn
+    ray_child_start: str | None = None
+    # the vllm executable `ocrserve serve` starts
+    vllm_bin: str = "vllm"
     # worker processes for the lite engine (0 = cpu count, at most 8)
     lite_workers: int = 0
     # seconds a request to the server may take (a streamed one: between two pieces); unset: 600, or for

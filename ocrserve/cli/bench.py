@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
         plain_batch: int = typer.Option(28, "--plain-batch", help="the plain client's batch (Chandra CLI: 28; 1 = sequential)"),
         max_tokens: int = typer.Option(1024, "--max-tokens", help="output tokens per page"),
         ignore_eos: bool = typer.Option(True, "--ignore-eos/--no-ignore-eos", help="fix the output length (weightless models)"),
-        api_key: Optional[str] = typer.Option(None, "--api-key", envvar="OCRSERVE_API_KEY"),
+        api_key: Optional[str] = typer.Option(None, "--api-key", help="API key for the server (default: OCRSERVE_API_KEY)"),
         stream_probe: int = typer.Option(5, "--stream-probe", help="pages streamed one by one on the idle server (0 = skip)"),
         gpu_peak_tflops: Optional[float] = typer.Option(None, "--gpu-peak-tflops", help="GPU bf16 dense peak for MFU"),
         seed: int = typer.Option(0, "--seed", help="synthetic corpus seed"),
@@ -34,6 +34,7 @@ def register(app: typer.Typer) -> None:
         import time
 
         from ocrserve.bench.runner import run_bench, write_report
+        from ocrserve.settings import get_settings
 
         mode_list = [m.strip() for m in modes.split(",") if m.strip()]
         name = name or time.strftime("bench-%Y%m%d-%H%M%S")
@@ -41,7 +42,7 @@ def register(app: typer.Typer) -> None:
         try:
             report = run_bench(server=server, corpus=corpus, synthetic=synthetic, modes=mode_list, model=model,
                                concurrency=concurrency, plain_batch=plain_batch, max_tokens=max_tokens,
-                               ignore_eos=ignore_eos, api_key=api_key, stream_probe=stream_probe,
+                               ignore_eos=ignore_eos, api_key=api_key or get_settings().api_key, stream_probe=stream_probe,
                                gpu_peak_tflops=gpu_peak_tflops, seed=seed, command=command,
                                on_partial=lambda rep: write_report(rep, out, name))
         except ValueError as e:

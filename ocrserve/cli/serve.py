@@ -55,12 +55,13 @@ def register(app: typer.Typer) -> None:
         gpu_memory_gib: Optional[float] = typer.Option(None, help="GPU memory to plan for instead of asking nvidia-smi"),
         dry_run: bool = typer.Option(False, "--dry-run", help="print the plan and the commands, start nothing"),
         api_port: Optional[int] = typer.Option(None, help="also run the OCR HTTP API on this port (when installed)"),
-        vllm_bin: Optional[str] = typer.Option(None, help="vllm executable (env OCRSERVE_VLLM_BIN; default vllm)"),
+        vllm_bin: Optional[str] = typer.Option(None, help="vllm executable (default: OCRSERVE_VLLM_BIN, else vllm)"),
         log_dir: Optional[Path] = typer.Option(None, help="where each process logs (default: a temp folder)"),
         health_timeout: float = typer.Option(900.0, help="seconds a server may take to become healthy"),
         max_restarts: int = typer.Option(3, help="restarts in a row of a dying replica before giving up"),
     ) -> None:
         from ocrserve.profiles import load_profile
+        from ocrserve.settings import get_settings
         from ocrserve.vllm.launch import ServeOptions, build_layout, model_ref
         from ocrserve.vllm.gpus import NoGPUError, detect_gpus
         from ocrserve.vllm.plan import ModelShape, plan_replica
@@ -102,7 +103,7 @@ def register(app: typer.Typer) -> None:
                                 gpu_memory_utilization=gpu_memory_utilization, weight_share=share)
             opts = ServeOptions(model=model_ref(model, prof), served_model_name=served_model_name, gpus=gpu_ids,
                                 parallel=parallel, dp_backend=dp_backend, host=host, port=port,
-                                vllm_bin=vllm_bin or os.environ.get("OCRSERVE_VLLM_BIN", "vllm"),
+                                vllm_bin=vllm_bin or get_settings().vllm_bin,
                                 load_format=load_format, mm_processor_cache_gb=mm_cache_gb, prefix_caching=prefix_caching,
                                 enforce_eager=enforce_eager, epd_encoders=epd_encoders, extra_args=list(ctx.args))
             layout = build_layout(opts, prof, plan)

@@ -34,9 +34,11 @@ T = TypeVar("T")
 
 
 def _start_method() -> str:
-    env = os.environ.get("OCRSERVE_RAY_CHILD_START")  # forkserver (default) or spawn
-    if env:
-        return env
+    from ocrserve.settings import get_settings
+
+    chosen = get_settings().ray_child_start
+    if chosen:
+        return chosen
     return "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
 
 

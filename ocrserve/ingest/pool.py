@@ -33,9 +33,11 @@ def default_start_method() -> str:
     RapidOCR itself) — except in a process where Ray runs (a driver or a worker): its native threads
     make fork unsafe (a forked child can hang in the dynamic loader), so spawn there.
     The platform default elsewhere; OCRSERVE_MP_START overrides."""
-    env = os.environ.get("OCRSERVE_MP_START")
-    if env:
-        return env
+    from ocrserve.settings import get_settings
+
+    chosen = get_settings().mp_start
+    if chosen:
+        return chosen
     if not sys.platform.startswith("linux"):
         return mp.get_start_method()
     ray = sys.modules.get("ray")

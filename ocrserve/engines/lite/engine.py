@@ -52,9 +52,13 @@ def _quiet_rapidocr() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
 
 
+_THREADS = 0  # RapidOCR's threads in this worker process (set by _worker_init)
+
+
 def _worker_init(threads: int, warm: bool = True) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", str(threads))
-    os.environ["OCRSERVE_LITE_THREADS"] = str(threads)
+    global _THREADS
+    _THREADS = threads
     _quiet_rapidocr()
     if warm:
         try:
@@ -69,7 +73,7 @@ def _ocr_engine():
         _quiet_rapidocr()
         from rapidocr import RapidOCR
 
-        threads = int(os.environ.get("OCRSERVE_LITE_THREADS", "0") or 0) or -1
+        threads = _THREADS or -1
         _OCR = RapidOCR(params={
             "Global.log_level": "error",
             "Global.use_cls": False,
