@@ -72,12 +72,7 @@ class Converter:
         known_pages: Callable[[str, str], dict[int, Page]] | None = None,
         **option_values: Any,
     ) -> None:
-        if isinstance(engine, str):
-            option_values["engine"] = engine
-        if options is None:
-            options = ConvertOptions.build(**option_values)
-        elif option_values:
-            options = ConvertOptions.build(**{**options.model_dump(exclude_defaults=True), **option_values})
+        options = ConvertOptions.of(options, engine, **option_values)
         self.settings = settings or get_settings()
         self.options = opts = options.resolve(self.settings)
         self.profile = load_profile(opts.model)

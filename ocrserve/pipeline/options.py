@@ -102,6 +102,18 @@ class ConvertOptions(BaseModel):
         except ValidationError as e:
             raise OptionsError(_describe(e)) from None
 
+    @classmethod
+    def of(cls, options: "ConvertOptions | None", engine: Any = None, **values: Any) -> "ConvertOptions":
+        """`options` with keyword options on top (a scheduler's entry point takes either); an engine
+        given by name is the `engine` option, an Engine object or factory is the caller's business."""
+        if isinstance(engine, str):
+            values["engine"] = engine
+        if options is None:
+            return cls.build(**values)
+        if values:
+            return cls.build(**{**options.model_dump(exclude_defaults=True), **values})
+        return options
+
     def resolve(self, settings: Settings | None = None) -> "ConvertOptions":
         """A copy with every default taken from Settings, and the engine chosen."""
         s = settings or get_settings()

@@ -141,12 +141,7 @@ def run_ray_convert(
     """
     ray_values = {_RAY_KEYWORDS[k]: option_values.pop(k) for k in list(option_values) if k in _RAY_KEYWORDS}
     factory = engine if callable(engine) else None
-    if isinstance(engine, str):
-        option_values["engine"] = engine
-    if options is None:
-        options = ConvertOptions.build(**option_values)
-    elif option_values:
-        options = ConvertOptions.build(**{**options.model_dump(exclude_defaults=True), **option_values})
+    options = ConvertOptions.of(options, engine, **option_values)
     if ray_values:
         base = options.ray.model_dump() if options.ray else {}
         options = options.model_copy(update={"ray": RayOptions(**{**base, **ray_values})})

@@ -1,0 +1,61 @@
+"""ConvertOptions: one typed set of options for the CLI, the Python API and both schedulers."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from ocrserve.engines import EngineError
+from ocrserve.pipeline.local import Converter
+from ocrserve.pipeline.options import ConvertOptions, OptionsError
+from ocrserve.settings import Settings
+
+
+def test_unknown_and_bad_options_are_errors_naming_them():
+    with pytest.raises(OptionsError, match="unknown option 'pagez'"):
+        ConvertOptions.build(pagez="1")
+    with pytest.raises(OptionsError, match="option 'concurrency'"):
+        ConvertOptions.build(concurrency=0)
+    with pytest.raises(OptionsError, match="unknown option 'colour'"):
+        Converter(colour="red")  # the Python API says so too, before anything starts
+
+
+def test_engine_rule_and_defaults_come_from_settings_in_one_place():
+    s = Settings(fallback=False, keep_headers_footers=True, model="chandra-2", prefetch_pages=7)
+    r = ConvertOptions().resolve(s)
+    assert (r.engine, r.model, r.fallback, r.keep_headers_footers, r.prefetch_pages) == ("lite", "chandra-2", False, True, 7)
+    assert ConvertOptions(server="http://h:8000").resolve(Settings()).engine == "openai"
+    assert ConvertOptions().resolve(Settings(server="http://h:8000")).engine == "openai"
+    assert ConvertOptions(engine="lite", server="http://h:8000").resolve(Settings()).engine == "lite"
+    assert ConvertOptions(fallback=True).resolve(s).fallback is True  # a choice beats the setting
+    with pytest.raises(EngineError, match="unknown engine 'gpt'"):
+        ConvertOptions(engine="gpt").resolve(Settings())
+
+
+def test_formats_always_include_the_json_that_marks_completeness():
+    assert ConvertOptions().formats == ("md", "html", "json")
+    assert ConvertOptions.build(formats="md").formats == ("md", "json")
+    with pytest.raises(OptionsError, match="formats"):
+        ConvertOptions.build(formats="docx")
+
+
+def test_engine_kwargs_hold_only_what_was_set():
+    o = ConvertOptions(server="http://h:8000", max_tokens=64, concurrency=8, engine_options={"stream": True})
+    assert o.engine_kwargs() == {"server": "http://h:8000", "max_tokens": 64, "concurrency": 8, "stream": True}
+    assert ConvertOptions().engine_kwargs() == {}
+
+
+def test_of_layers_keywords_over_options():
+    base = ConvertOptions(pages="1-2", force=True)
+    o = ConvertOptions.of(base, "lite", pages="3")
+    assert (o.pages, o.force, o.engine) == ("3", True, "lite")
+    assert ConvertOptions.of(base) is base
+
+
+def test_cli_reports_bad_options_with_exit_2(tmp_path):
+    from ocrserve.cli import app
+
+    res = CliRunner().invoke(app, ["convert", str(tmp_path), "-o", str(tmp_path / "o"), "--engine", "gpt"])
+    assert res.exit_code == 2 and "unknown engine 'gpt'" in res.output
+    res = CliRunner().invoke(app, ["convert", str(tmp_path), "-o", str(tmp_path / "o"), "-c", "0"])
+    assert res.exit_code == 2 and "concurrency" in res.output
