@@ -24,7 +24,16 @@ from ocrserve.ingest.sniff import describe_unknown, sniff_file
 
 
 class DocumentError(Exception):
-    """A document that cannot be read at all; the message says why."""
+    """A document that cannot be read at all; the message says why. `sha256`: the file's hash when it
+    was read before the error (an encrypted PDF without its password), so a finished output of this
+    very file can still be recognised."""
+
+    def __init__(self, message: str, sha256: str | None = None) -> None:
+        super().__init__(message)
+        self.sha256 = sha256
+
+    def __reduce__(self):  # keep sha256 across processes
+        return (type(self), (str(self), self.sha256))
 
 
 @dataclass(frozen=True)
@@ -167,7 +176,10 @@ def open_source(path: str, password: str | None, max_image_pixels: int) -> Sourc
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     if kind == "pdf":
-        doc = _pdf(path, password)
+        try:
+            doc = _pdf(path, password)
+        except DocumentError as e:
+            raise DocumentError(str(e), sha256=h.hexdigest()) from None
         n = len(doc)
         if n == 0:
             raise DocumentError("PDF has no pages")

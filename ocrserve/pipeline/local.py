@@ -27,7 +27,7 @@ from ocrserve.ingest.raster import Budget, RenderedPage, SourceInfo, forget, ope
 from ocrserve.ingest.sources import SourceFile, expand_inputs, parse_page_ranges
 from ocrserve.pipeline import page as steps
 from ocrserve.pipeline.options import ConvertOptions
-from ocrserve.pipeline.output import Plan, alt_name, plan_document
+from ocrserve.pipeline.output import Plan, alt_name, done_though_unreadable, plan_document
 from ocrserve.pipeline.results import DocResult, Event, RunSummary, document_result, emitter
 from ocrserve.pipeline.target import OutputTarget
 from ocrserve.profiles import load_profile
@@ -205,6 +205,10 @@ class Converter:
         try:
             return await self.pool.run(open_source, str(src.path), self.options.password, self.settings.max_image_pixels)
         except Exception as e:  # noqa: BLE001 - one bad document never stops the others
+            t = self.target
+            if t is not None and not self.options.force and done_though_unreadable(
+                    e, t.load_existing(src.name), self.page_filter):
+                return DocResult(name=src.name, path=str(src.path), status="skipped")
             return DocResult(name=src.name, path=str(src.path), status="failed", error=steps.open_error(e))
 
     def _plan(self, src: SourceFile, info: SourceInfo) -> Plan:

@@ -66,6 +66,7 @@ class Existing:
     path: str | None
     pages: frozenset[int]
     ok: bool                 # no page failed
+    page_count: int = 0      # the source's
 
     @classmethod
     def from_json(cls, data: Any) -> "Existing | None":
@@ -75,7 +76,8 @@ class Existing:
         src = data.get("source") or {}
         return cls(sha256=src.get("sha256"), path=src.get("path"),
                    pages=frozenset(pg.get("index") for pg in pages if isinstance(pg.get("index"), int)),
-                   ok=all(pg.get("status") != "failed" for pg in pages))
+                   ok=all(pg.get("status") != "failed" for pg in pages),
+                   page_count=src.get("page_count") if isinstance(src.get("page_count"), int) else 0)
 
 
 def load_existing(out: Path, name: str) -> Existing | None:
@@ -174,3 +176,14 @@ def plan_document(src: SourceFile, sha256: str, page_count: int, indices: list[i
     if writes and not force and is_complete(existing, sha256, indices):
         return Plan(src, indices, "skipped")
     return Plan(src, indices)
+
+
+def done_though_unreadable(error: BaseException, here: Existing | None, selection: list[int] | None) -> bool:
+    """A document that cannot be opened now (an encrypted PDF rerun without its password) whose
+    complete output from this very file (same hash) is already there counts as finished: skipped."""
+    from ocrserve.pipeline.page import page_indices
+
+    sha = getattr(error, "sha256", None)
+    if not sha or here is None or here.sha256 != sha:
+        return False
+    return is_complete(here, sha, page_indices(selection, here.page_count))

@@ -32,7 +32,7 @@ from ocrserve.engines import Engine, EngineResult, PageInput, create_engine
 from ocrserve.ingest.raster import Budget, RenderedPage, open_source, render_page
 from ocrserve.ingest.sources import SourceFile
 from ocrserve.pipeline import page as steps
-from ocrserve.pipeline.output import Existing, plan_document
+from ocrserve.pipeline.output import Existing, done_though_unreadable, plan_document
 from ocrserve.profiles import Profile, load_profile
 from ocrserve.settings import Settings
 from ocrserve.ingest.isolate import isolated, quiet_dead_resource_tracker
@@ -84,14 +84,16 @@ def existing_json(e: Existing | None) -> str:
     """An output's Existing as a row value (the driver reads outputs; the open stage decides)."""
     if e is None:
         return ""
-    return json.dumps({"sha256": e.sha256, "path": e.path, "pages": sorted(e.pages), "ok": e.ok})
+    return json.dumps({"sha256": e.sha256, "path": e.path, "pages": sorted(e.pages), "ok": e.ok,
+                       "page_count": e.page_count})
 
 
 def _existing(value: str) -> Existing | None:
     if not value:
         return None
     d = json.loads(value)
-    return Existing(sha256=d["sha256"], path=d["path"], pages=frozenset(d["pages"]), ok=d["ok"])
+    return Existing(sha256=d["sha256"], path=d["path"], pages=frozenset(d["pages"]), ok=d["ok"],
+                    page_count=d["page_count"])
 
 
 def open_doc(doc: dict[str, Any], cfg: StageConfig) -> list[dict[str, Any]]:
@@ -100,6 +102,8 @@ def open_doc(doc: dict[str, Any], cfg: StageConfig) -> list[dict[str, Any]]:
     try:
         info = isolated(open_source, doc["abspath"], cfg.password, cfg.max_image_pixels)
     except Exception as e:  # noqa: BLE001 - one bad document never stops the others
+        if cfg.writes and not cfg.force and done_though_unreadable(e, _existing(doc["here"]), cfg.page_filter):
+            return [make_row(kind="skipped", **base)]
         return [make_row(kind="failed", error=steps.open_error(e), **base)]
     plan = plan_document(
         SourceFile(path=Path(doc["path"]), name=doc["name"]), info.sha256, info.page_count,

@@ -206,6 +206,14 @@ def test_bad_files_fail_alone_with_reasons(tmp_path, standin):
     r = _cli("convert", str(d / "locked.pdf"), "-o", str(out), "--server", standin.url, "--password", "secret", "-q")
     assert r.returncode == 0, r.stderr
     assert (out / "locked" / "locked.md").is_file()
+    # a rerun without the password skips it like any finished document (its hash matches the output)
+    r = _cli("convert", str(d / "locked.pdf"), "-o", str(out), "--server", standin.url, "--json-log")
+    assert r.returncode == 0, r.stderr
+    done = [json.loads(ln) for ln in r.stdout.splitlines() if '"doc_done"' in ln]
+    assert [(e["status"], e["error"]) for e in done] == [("skipped", None)]
+    # ...but a changed file, or --force, still needs the password
+    r = _cli("convert", str(d / "locked.pdf"), "-o", str(out), "--server", standin.url, "--force", "-q")
+    assert r.returncode == 1 and "password" in r.stderr
 
 
 def test_page_ranges_and_stdin_list(tmp_path, standin):
