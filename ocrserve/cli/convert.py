@@ -79,6 +79,21 @@ class _Display:
             self.bar.stop()
 
 
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def summary_line(summary: Any, output: str) -> str:
+    """'7 documents: 5 ok, 2 failed; 12 pages in ...', or after Ctrl-C 'interrupted: 3 finished (...), 4 left; ...'."""
+    counts = ", ".join(f"{v} {k}" for k, v in sorted(summary.counts().items()))
+    rate = summary.pages / summary.elapsed_s if summary.elapsed_s else 0.0
+    pages = f"{plural(summary.pages, 'page')} in {summary.elapsed_s:.1f}s ({rate:.2f} pages/s) -> {output}"
+    if summary.interrupted:
+        done = f"{len(summary.results)} finished" + (f" ({counts})" if counts else "")
+        return f"interrupted: {done}, {summary.left} left; {pages}"
+    return f"{plural(len(summary.results), 'document')}: {counts or 'nothing to do'}; {pages}"
+
+
 def _run(inputs: list[str], options: Any, display: _Display) -> Any:
     """Run the conversion with the scheduler the options ask for (local asyncio, or Ray)."""
     if options.ray is not None:
@@ -171,22 +186,18 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(2) from None
         display.close()
-        counts = summary.counts()
-        rate = summary.pages / summary.elapsed_s if summary.elapsed_s else 0.0
-        line = ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) or "nothing to do"
-        msg = f"{len(summary.results)} documents: {line}; {summary.pages} pages in {summary.elapsed_s:.1f}s ({rate:.2f} pages/s) -> {output}"
         if json_log:
-            print(json.dumps({"event": "run_done", "documents": len(summary.results), "counts": counts,
-                              "pages": summary.pages, "elapsed_s": round(summary.elapsed_s, 3),
-                              "interrupted": summary.interrupted}), flush=True)
+            print(json.dumps({"event": "run_done", "documents": summary.documents, "finished": len(summary.results),
+                              "left": summary.left, "counts": summary.counts(), "pages": summary.pages,
+                              "elapsed_s": round(summary.elapsed_s, 3), "interrupted": summary.interrupted}), flush=True)
         elif not quiet:
-            typer.echo(msg, err=True)
+            typer.echo(summary_line(summary, output), err=True)
         if summary.failed:
-            typer.echo(f"{len(summary.failed)} failed:", err=True)
+            typer.echo(f"{plural(len(summary.failed), 'document')} failed:", err=True)
             for r in summary.failed:
                 typer.echo(f"  {r.path}: {r.error}", err=True)
         if summary.interrupted:
-            typer.echo("interrupted: finished documents are kept; run again to resume", err=True)
+            typer.echo("run again to resume: finished documents are kept", err=True)
             raise typer.Exit(130)
         if summary.failed:
             raise typer.Exit(1)

@@ -185,21 +185,32 @@ class Converter:
         doc = steps.assemble_document(str(st.src.path), st.info, [st.pages[i] for i in st.indices],
                                       self.engine.name, self.profile.name)
         result = document_result(st.src.name, str(st.src.path), doc)
+        cancelled = False
         if self.target is not None:
+            # a write that started finishes (Ctrl-C mid-write): the document is whole and counted
+            fut = asyncio.ensure_future(asyncio.to_thread(
+                self.target.write, doc, st.src.name, {}, self.run_id,
+                keep_headers_footers=bool(self.options.keep_headers_footers), formats=self.options.formats,
+            ))
+            while not fut.done():
+                try:
+                    await asyncio.shield(fut)
+                except asyncio.CancelledError:
+                    cancelled = True
+                except Exception:  # noqa: BLE001 - read from the future below
+                    pass
             try:
-                out = await asyncio.to_thread(
-                    self.target.write, doc, st.src.name, {}, self.run_id,
-                    keep_headers_footers=bool(self.options.keep_headers_footers), formats=self.options.formats,
-                )
-                result.output = Path(out)
+                result.output = Path(fut.result())
             except (OSError, ValueError) as e:
                 result.status, result.error = "failed", f"cannot write output: {e}"
+        st.result = result  # counted before anything else can be interrupted
+        self.emit("doc_done", result=result)
+        if cancelled:
+            raise asyncio.CancelledError
         try:
             await self.pool.run(forget, str(st.src.path))
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - closing the workers' handle of a finished document is best effort
             pass
-        st.result = result
-        self.emit("doc_done", result=result)
 
     async def _open(self, src: SourceFile) -> SourceInfo | DocResult:
         try:
@@ -237,19 +248,12 @@ class Converter:
         self.emit("run_start", documents=len(sources))
         if self.target is not None:
             self.target.prepare()
-        summary = RunSummary()
+        summary = RunSummary(documents=len(sources))
         self.last_summary = summary
         slots = asyncio.Semaphore(self.slots_n)
         states: list[_DocState] = []
         tasks: set[asyncio.Task] = set()
         order: dict[str, int] = {}
-
-        def finish() -> RunSummary:
-            summary.results.extend(st.result for st in states if st.result is not None)
-            summary.results.sort(key=lambda r: order.get(r.name, 0))  # keep the input order
-            summary.elapsed_s = time.perf_counter() - t0
-            self.emit("run_done", summary=summary)
-            return summary
 
         def done_now(r: DocResult) -> None:
             summary.results.append(r)
@@ -294,17 +298,20 @@ class Converter:
                     t.add_done_callback(tasks.discard)
             for st in states:
                 await st.done.wait()
-        except asyncio.CancelledError:
+        except BaseException:
             summary.interrupted = True
-            for t in list(tasks):
-                t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await _stop(tasks)
+            raise
+        finally:
+            # every exit path: count what finished, leave no half-written document behind
             for st in states:
                 if st.result is None and st.staging is not None:
                     shutil.rmtree(st.staging, ignore_errors=True)
-            finish()
-            raise
-        return finish()
+            summary.results.extend(st.result for st in states if st.result is not None)
+            summary.results.sort(key=lambda r: order.get(r.name, 0))  # keep the input order
+            summary.elapsed_s = time.perf_counter() - t0
+            self.emit("run_done", summary=summary)
+        return summary
 
     async def aclose(self) -> None:
         if self._own_pool:
@@ -319,6 +326,19 @@ class Converter:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
+
+
+async def _stop(tasks: set[asyncio.Task]) -> None:
+    """Cancel the pages in flight and wait until they are gone, whatever more cancels arrive (a second
+    Ctrl-C must not leave tasks writing while the run reports and cleans up)."""
+    for t in list(tasks):
+        t.cancel()
+    pending = asyncio.gather(*tasks, return_exceptions=True)
+    while not pending.done():
+        try:
+            await asyncio.shield(pending)
+        except asyncio.CancelledError:
+            continue
 
 
 async def aconvert(paths, *, output_dir: str | Path | None = None, **options: Any) -> list[Document]:

@@ -171,7 +171,7 @@ def run_ray_convert(
         for i, s in enumerate(sources)
     ]
     emit("run_start", documents=len(sources))
-    summary = RunSummary()
+    summary = RunSummary(documents=len(doc_rows))
     if not doc_rows:
         summary.elapsed_s = time.perf_counter() - t0
         emit("run_done", summary=summary)

@@ -33,6 +33,7 @@ class RunSummary:
     results: list[DocResult] = field(default_factory=list)
     elapsed_s: float = 0.0
     interrupted: bool = False
+    documents: int = 0               # documents the run was given
 
     @property
     def failed(self) -> list[DocResult]:
@@ -41,6 +42,11 @@ class RunSummary:
     @property
     def pages(self) -> int:
         return sum(r.pages for r in self.results if r.status != "skipped")
+
+    @property
+    def left(self) -> int:
+        """Documents an interrupted run did not finish (run again to do them)."""
+        return max(0, self.documents - len(self.results))
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}

@@ -160,6 +160,9 @@ def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, standin):
     finished = [p for p in resumed.iterdir() if not p.name.startswith(".")]
     assert 1 <= len(finished) < 6
     assert not [p for p in resumed.iterdir() if ".partial-" in p.name]  # nothing half-written left
+    (run_done,) = [json.loads(ln) for ln in rest.splitlines() if '"run_done"' in ln]
+    assert run_done["interrupted"] and run_done["documents"] == 6
+    assert run_done["finished"] == len(finished) and run_done["left"] == 6 - len(finished), (rest, finished)
     standin.control(delay_s=0.0)
     before = standin.stats()["total_requests"]
     r = _cli("convert", str(src), "-o", str(resumed), "--server", standin.url, "--json-log")
@@ -376,3 +379,44 @@ def test_a_document_that_hangs_the_renderer_fails_alone_with_a_timeout(tmp_path,
     reason = (page.error if page else None) or hang.error or ""
     assert "timed out after 1.5 s (twice)" in reason, (hang, page)
     assert "Good" in (tmp_path / "out" / "good" / "good.md").read_text()
+
+
+def test_a_second_ctrl_c_still_counts_and_cleans_up(tmp_path, standin):
+    """Two SIGINTs in a row (an impatient user): the summary still counts what is on disk, says what is
+    left, and no staging folder stays behind."""
+    src = tmp_path / "in"
+    src.mkdir()
+    for i in range(7):
+        helpers.text_pdf(src / f"d{i}.pdf", pages=2, title=f"Doc{i}")
+    out = tmp_path / "out"
+    standin.control(delay_s=0.5)
+    proc = subprocess.Popen([sys.executable, "-m", "ocrserve", "convert", str(src), "-o", str(out), "--server",
+                             standin.url, "-c", "3"], cwd=ROOT, stderr=subprocess.PIPE, text=True,
+                            stdout=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not any(p.name.startswith("d") for p in (out.iterdir() if out.is_dir() else [])):
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    err = proc.communicate(timeout=60)[1]
+    assert proc.returncode == 130, err
+    finished = sorted(p.name for p in out.iterdir() if not p.name.startswith("."))
+    assert not [p for p in out.iterdir() if p.name.startswith(".")], list(out.iterdir())
+    line = next(ln for ln in err.splitlines() if ln.startswith("interrupted: "))
+    n = len(finished)
+    assert line.startswith(f"interrupted: {n} finished ({n} ok), {7 - n} left; "), (line, finished)
+    assert "Traceback" not in err, err
+
+
+def test_summary_line_plurals():
+    from ocrserve.cli.convert import summary_line
+    from ocrserve.pipeline.results import DocResult, RunSummary
+
+    one = RunSummary(results=[DocResult(name="a", path="a.pdf", status="ok", pages=1)], elapsed_s=2.0, documents=1)
+    assert summary_line(one, "out") == "1 document: 1 ok; 1 page in 2.0s (0.50 pages/s) -> out"
+    cut = RunSummary(results=[DocResult(name="a", path="a.pdf", status="ok", pages=2)], elapsed_s=1.0,
+                     documents=7, interrupted=True)
+    assert summary_line(cut, "out") == "interrupted: 1 finished (1 ok), 6 left; 2 pages in 1.0s (2.00 pages/s) -> out"
+    none = RunSummary(elapsed_s=0.0)
+    assert summary_line(none, "o") == "0 documents: nothing to do; 0 pages in 0.0s (0.00 pages/s) -> o"
