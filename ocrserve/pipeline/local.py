@@ -289,9 +289,7 @@ class Converter:
     async def _preflight(self) -> None:
         """Fail the run at once, with the reason, when the engine cannot work at all (server down,
         wrong URL, key refused) — instead of sending every page to the fallback."""
-        pre = getattr(self.engine, "preflight", None)
-        if pre is not None:
-            await pre()
+        await self.engine.preflight()
 
     def _name_for(self, src: SourceFile, info: SourceInfo) -> tuple[SourceFile, dict | None]:
         """(the document's output name, the JSON already written under it). A document already in

@@ -153,10 +153,6 @@ class EngineSpec:
             options["server"] = server.replace("{node_ip}", ray.util.get_node_ip_address())
         if self.factory is not None:
             return self.factory(profile, self.settings, **options)
-        if self.name == "vllm":
-            from ocrserve.engines.vllm import VLLMEngine
-
-            return VLLMEngine(profile, settings=self.settings, **options)
         return create_engine(self.name, profile, self.settings, **options)
 
 
@@ -226,11 +222,10 @@ class EngineStage:
     async def _results(self, inputs: list[PageInput]) -> list[tuple[EngineResult, float]]:
         import asyncio
 
-        batch = getattr(self.engine, "ocr_batch", None)
-        if batch is not None:
+        if self.engine.batched:
             t0 = time.perf_counter()
             try:
-                results = await batch(inputs)
+                results = await self.engine.ocr_batch(inputs)
             except Exception as e:  # noqa: BLE001
                 log.exception("engine %s raised on a batch", self.engine.name)
                 results = [EngineResult(ok=False, engine=self.engine.name, error=f"engine error: {e!r}")] * len(inputs)
