@@ -118,7 +118,7 @@ class Engine(abc.ABC):
     `ocr_batch` runs `ocr` for each page concurrently.
     """
 
-    name: ClassVar[str] = ""
+    name: str = ""
     batched: ClassVar[bool] = False
     profile: Profile
 
