@@ -145,23 +145,22 @@ async def vllm_config(url: str, model: str, images, max_tokens: int, concurrency
     chandra-1 prompt, greedy, ignore_eos): the like-for-like counterpart of one hf batch size."""
     import httpx
 
+    from ocrserve.engines import chat
     from ocrserve.profiles import load_profile
 
-    prompt = load_profile("chandra-1").prompt
+    profile = load_profile("chandra-1")
     urls = []
     for img in images:
         buf = io.BytesIO()
         img.save(buf, format="PNG", compress_level=1)
-        urls.append("data:image/png;base64," + base64.b64encode(buf.getvalue()).decode())
+        urls.append(chat.data_url(buf.getvalue(), "image/png"))
     sem = asyncio.Semaphore(concurrency)
     usage: list[dict] = []
     errors: list[str] = []
     limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
     async with httpx.AsyncClient(timeout=1800, limits=limits) as c:
         async def one(u: str) -> None:
-            body = {"model": model, "max_tokens": max_tokens, "temperature": 0.0, "ignore_eos": True,
-                    "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": u}},
-                                                              {"type": "text", "text": prompt}]}]}
+            body = chat.body(model, u, profile.prompt, profile.sampling, max_tokens, ignore_eos=True)
             async with sem:
                 r = await c.post(f"{url}/v1/chat/completions", json=body)
             if r.status_code != 200:

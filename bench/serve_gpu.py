@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import io
 import json
 import os
@@ -40,6 +39,9 @@ CONFIGS = {"max-bf16": ("max", "none"), "lean-fp8": ("lean", "fp8"), "lean-bf16"
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # `python bench/serve_gpu.py` puts bench/ on the path, not the repository root
     sys.path.insert(0, str(ROOT))
+
+from ocrserve.engines import chat  # noqa: E402  (after the path: the repository's package)
+from ocrserve.profiles import load_profile  # noqa: E402
 
 
 def gpu_used_mib(index: int) -> float | None:
@@ -89,17 +91,13 @@ def synthetic_page(seed: int, w: int = 1632, h: int = 2112) -> str:
     d.text((130, 60), f"page {seed} {rng.random():.12f}", fill=0)
     buf = io.BytesIO()
     img.save(buf, format="PNG", compress_level=1)
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    return chat.data_url(buf.getvalue(), "image/png")
 
 
 def request_body(model: str, image: str, max_tokens: int, stream: bool) -> dict:
-    from ocrserve.profiles import load_profile
-
-    prompt = load_profile("chandra-1").prompt
-    return {"model": model, "stream": stream, "max_tokens": max_tokens, "temperature": 0.0, "top_p": 0.1,
-            "ignore_eos": True,
-            "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": image}},
-                                                      {"type": "text", "text": prompt}]}]}
+    """The engines' Chandra request (chandra-1: greedy, top_p 0.1) for a page data URL, ignore_eos."""
+    profile = load_profile("chandra-1")
+    return chat.body(model, image, profile.prompt, profile.sampling, max_tokens, stream=stream, ignore_eos=True)
 
 
 async def ttft(url: str, model: str, seeds: list[int]) -> list[float]:

@@ -79,7 +79,7 @@ class Checked:
     selected: int
 
 
-class TapEngine:
+class TapEngine(Engine):
     """Wraps an engine for one conversion: reports page starts, streamed blocks and latency.
 
     The model engine's tap (`rescue=False`) announces each page with `page_started` and streams its
@@ -261,11 +261,8 @@ class Service:
         return result, summary.interrupted, tap
 
     async def ready(self) -> bool:
-        check = getattr(self.engine, "check", None)
-        if check is None:
-            return True
         try:
-            out = check()
+            out = self.engine.check()
             if asyncio.iscoroutine(out):
                 out = await asyncio.wait_for(out, timeout=15)
             return bool(out)

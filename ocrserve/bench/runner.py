@@ -16,7 +16,6 @@ model-FLOPs-utilization estimate from the profile's architecture.
 from __future__ import annotations
 
 import asyncio
-import base64
 import io
 import json
 import logging
@@ -225,21 +224,10 @@ def _auth(api_key: str | None) -> dict[str, str]:
 
 
 def _body(model: str, profile: Profile, png: bytes, max_tokens: int, ignore_eos: bool, stream: bool = False) -> dict:
-    s = profile.sampling
-    body: dict[str, Any] = {
-        "model": model,
-        "messages": [{"role": "user", "content": [
-            {"type": "image_url", "image_url": {"url": "data:image/png;base64," + base64.b64encode(png).decode()}},
-            {"type": "text", "text": profile.prompt},
-        ]}],
-        "temperature": s.temperature, "top_p": s.top_p, "max_tokens": max_tokens,
-    }
-    if ignore_eos:
-        body["ignore_eos"] = True
-    if stream:
-        body["stream"] = True
-        body["stream_options"] = {"include_usage": True}
-    return body
+    from ocrserve.engines import chat
+
+    return chat.body(model, chat.data_url(png, "image/png"), profile.prompt, profile.sampling, max_tokens,
+                     stream=stream, ignore_eos=ignore_eos)
 
 
 async def run_pipeline(files: list[Path], server: str, profile: Profile, *, concurrency: int, max_tokens: int,

@@ -7,9 +7,12 @@ and the pipeline hands the page to the fallback engine (lite). Engines never rai
 
 from __future__ import annotations
 
+import abc
+import asyncio
+import inspect
 import io
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, Protocol, runtime_checkable
+from typing import Awaitable, Callable, ClassVar
 
 from PIL import Image
 
@@ -107,21 +110,69 @@ class EngineResult:
 DeltaCallback = Callable[[str], Awaitable[None] | None]
 
 
-@runtime_checkable
-class Engine(Protocol):
-    name: str
+class Engine(abc.ABC):
+    """The base class of the engines: `ocr` is theirs to write; the optional methods have defaults.
+
+    `batched` says that `ocr_batch` is the engine's own way of working (a whole batch in one call,
+    the in-process vLLM engine): the Ray stage then hands it whole batches; for the others the default
+    `ocr_batch` runs `ocr` for each page concurrently.
+    """
+
+    name: str = ""
+    batched: ClassVar[bool] = False
     profile: Profile
 
+    @abc.abstractmethod
     async def ocr(self, page: PageInput, *, on_delta: DeltaCallback | None = None) -> EngineResult:
         """OCR one page. Never raises for a page: failures come back as ok=False."""
-        ...
+
+    async def ocr_batch(self, pages: list[PageInput]) -> list[EngineResult]:
+        """OCR several pages: the default runs `ocr` for each, concurrently, results in order."""
+        return list(await asyncio.gather(*(self.ocr(p) for p in pages)))
 
     def capacity(self) -> int:
         """How many pages this engine wants in flight at once (the pipeline's concurrency)."""
-        ...
+        return 1
+
+    async def preflight(self) -> None:
+        """Raise EngineError when the engine cannot work at all (server down, key refused); default: nothing."""
+
+    async def check(self) -> bool:
+        """Whether the engine can take pages now (the service's readiness); default: yes."""
+        return True
 
     async def aclose(self) -> None:
-        ...
+        """Release what the engine holds (clients, processes); default: nothing."""
+
+
+# options the pipeline hands to whichever engine it builds (Converter: concurrency; Ray: server and
+# concurrency): an engine that does not take one of them is built without it
+PIPELINE_OPTIONS = frozenset({"concurrency", "server"})
+
+
+def engine_options(cls: type) -> frozenset[str] | None:
+    """The option names an engine class's __init__ takes (beyond profile and settings); None when it
+    takes any (**kwargs: a wrapper)."""
+    params = inspect.signature(cls.__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return None
+    return frozenset(n for n, p in params.items()
+                     if n not in ("self", "profile", "settings") and p.kind is not inspect.Parameter.VAR_POSITIONAL)
+
+
+def check_options(engine: str, cls: type, options: dict) -> dict:
+    """The options to build `cls` with: None values dropped, pipeline options it does not take dropped;
+    any other option it does not take is an EngineError naming them."""
+    options = {k: v for k, v in options.items() if v is not None}
+    accepted = engine_options(cls)
+    if accepted is None:
+        return options
+    unknown = sorted(k for k in options if k not in accepted and k not in PIPELINE_OPTIONS)
+    if unknown:
+        names = ", ".join(repr(k) for k in unknown)
+        raise EngineError(f"engine {engine!r} does not take option(s) {names}"
+                          f" (it takes: {', '.join(sorted(accepted)) or 'none'})")
+    return {k: v for k, v in options.items() if k in accepted}
 
 
 class EngineError(Exception):

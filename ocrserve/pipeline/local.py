@@ -242,9 +242,7 @@ class Converter:
             inputs = [inputs]
         t0 = time.perf_counter()
         sources = expand_inputs(list(inputs))
-        preflight = getattr(self.engine, "preflight", None)
-        if preflight is not None:
-            await preflight()
+        await self.engine.preflight()  # a server down or a key refused fails the run at once
         self.emit("run_start", documents=len(sources))
         if self.target is not None:
             self.target.prepare()

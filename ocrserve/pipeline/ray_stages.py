@@ -167,10 +167,6 @@ class EngineSpec:
             options["server"] = server.replace("{node_ip}", ray.util.get_node_ip_address())
         if self.factory is not None:
             return self.factory(profile, self.settings, **options)
-        if self.name == "vllm":
-            from ocrserve.engines.vllm import VLLMEngine
-
-            return VLLMEngine(profile, settings=self.settings, **options)
         return create_engine(self.name, profile, self.settings, **options)
 
 
@@ -178,7 +174,7 @@ class EngineStage:
     """A Ray Data actor holding one engine (and the lite fallback, made when first needed).
 
     Async: Ray Data runs several batches of an actor concurrently on its event loop, so an HTTP
-    engine keeps its `capacity()` requests in flight; engines with `ocr_batch` (in-process vLLM)
+    engine keeps its `capacity()` requests in flight; batched engines (in-process vLLM: `batched`)
     get a whole batch at once.
     """
 
@@ -240,11 +236,10 @@ class EngineStage:
     async def _results(self, inputs: list[PageInput]) -> list[tuple[EngineResult, float]]:
         import asyncio
 
-        batch = getattr(self.engine, "ocr_batch", None)
-        if batch is not None:
+        if self.engine.batched:
             t0 = time.perf_counter()
             try:
-                results = await batch(inputs)
+                results = await self.engine.ocr_batch(inputs)
             except Exception as e:  # noqa: BLE001
                 log.exception("engine %s raised on a batch", self.engine.name)
                 results = [steps.engine_error(self.engine.name, e) for _ in inputs]

@@ -60,3 +60,41 @@ def test_cli_needs_a_corpus(standin):
     r = subprocess.run([sys.executable, "-m", "ocrserve", "bench", "--server", standin.url], cwd=ROOT,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "--synthetic" in r.stderr
+
+
+def _without_pythonpath() -> dict:
+    import os
+
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
+def test_serve_gpu_script_runs_from_another_folder_without_pythonpath(tmp_path):
+    # `python bench/serve_gpu.py` puts bench/ on sys.path, not the repository root: the script adds it
+    script = ROOT / "bench" / "serve_gpu.py"
+    out = subprocess.run([sys.executable, str(script), "--help"], cwd=tmp_path, env=_without_pythonpath(),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "--config" in out.stdout
+    # and the package it uses is this repository's (the engines' request builder), not another copy
+    probe = ("import importlib.util, sys; spec = importlib.util.spec_from_file_location('serve_gpu', sys.argv[1]); "
+             "mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod); print(mod.chat.__file__)")
+    out = subprocess.run([sys.executable, "-c", probe, str(script)], cwd=tmp_path, env=_without_pythonpath(),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert Path(out.stdout.strip()) == ROOT / "ocrserve" / "engines" / "chat.py"
+
+
+def test_serve_gpu_requests_are_the_engines_requests():
+    import importlib.util
+
+    from ocrserve.engines import chat
+    from ocrserve.profiles import load_profile
+
+    spec = importlib.util.spec_from_file_location("serve_gpu_module", ROOT / "bench" / "serve_gpu.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    profile = load_profile("chandra-1")
+    url = mod.synthetic_page(3, 64, 48)
+    assert url.startswith("data:image/png;base64,")
+    assert mod.request_body("m", url, 32, True) == chat.body("m", url, profile.prompt, profile.sampling, 32,
+                                                               stream=True, ignore_eos=True)

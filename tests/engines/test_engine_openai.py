@@ -80,7 +80,7 @@ def test_request_body_shape_image_first_then_prompt():
         profile = load_profile(name)
         eng = OpenAIEngine(profile, server="http://127.0.0.1:9", served_model="m")
         page = make_page(3)
-        head, tail = eng._template("m", profile.sampling, 100, False, "image/png")
+        head, tail = eng._body.parts("m", profile.sampling, 100, False, "image/png")
         body = json.loads(head + base64.b64encode(page.png_bytes()) + tail)
         assert list(body) == ["model", "messages", "temperature", "top_p", "max_tokens"]
         (msg,) = body["messages"]

@@ -21,7 +21,7 @@ import pytest
 
 import ray  # noqa: E402 - the `ray` extra; CI installs it (no skipping: these tests must run)
 
-from ocrserve.engines import EngineResult, PageInput  # noqa: E402
+from ocrserve.engines import Engine, EngineResult, PageInput  # noqa: E402
 from ocrserve.pipeline.local import Converter  # noqa: E402
 from ocrserve.profiles import load_profile  # noqa: E402
 from ocrserve.settings import Settings  # noqa: E402
@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # ------------------------------------------------------------------------------ test engines
 
 
-class StubEngine:
+class StubEngine(Engine):
     """Answers the stand-in's deterministic Chandra output for each page image (never fails)."""
 
     name = "stub"

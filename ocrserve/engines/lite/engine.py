@@ -29,7 +29,7 @@ from PIL import Image
 
 from ocrserve.ingest.pool import kill_workers, worker_processes
 from ocrserve.profiles import Profile, load_profile
-from ocrserve.engines.base import DeltaCallback, EngineError, EngineResult, PageInput
+from ocrserve.engines.base import DeltaCallback, Engine, EngineError, EngineResult, PageInput
 from ocrserve.engines.lite.layout import blocks_to_raw, build_blocks
 from ocrserve.engines.lite.textlayer import Line, analyze_page
 
@@ -279,21 +279,21 @@ class _Worker:
         self.executor.shutdown(wait=wait, cancel_futures=True)
 
 
-class LiteEngine:
+class LiteEngine(Engine):
     """Engine `lite`: text layer + RapidOCR on the CPU, pages in worker processes (one page each at a time)."""
 
     name = "lite"
 
-    def __init__(self, profile: Profile | str | None = None, settings=None, workers: int | None = None, **options):
+    def __init__(self, profile: Profile | str | None = None, settings=None, workers: int | None = None, *,
+                 warm: bool = True, timeout: float | None = None, ocr: str = "auto", trust_invisible: bool = True):
         self.profile = load_profile(profile)
         self.settings = settings
         self.workers = max(1, int(workers or _default_workers(settings)))
         # load RapidOCR when a worker starts (else on the first page that needs OCR)
-        self.warm = bool(options.pop("warm", True))
+        self.warm = bool(warm)
         # seconds a page may run on its worker; then it fails and the worker is killed and replaced
-        self.timeout = float(options.pop("timeout", getattr(settings, "request_timeout", 600.0) or 600.0))
-        # options meant for other engines (server, api_key, ...) are ignored here
-        self.options = _options(self.profile, options)
+        self.timeout = float(timeout if timeout is not None else getattr(settings, "request_timeout", 600.0) or 600.0)
+        self.options = _options(self.profile, {"ocr": ocr, "trust_invisible": trust_invisible})
         self._lock = threading.Lock()
         self._idle: list[_Worker] = []   # started workers waiting for a page
         self._live: set[_Worker] = set()  # every worker not yet closed (idle or running a page)
