@@ -95,6 +95,11 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="redo documents that are already complete"),
         no_fallback: bool = typer.Option(False, "--no-fallback", help="do not rescue failed pages with the lite engine"),
         keep_headers_footers: bool = typer.Option(False, "--keep-headers-footers", help="keep page headers/footers in Markdown"),
+        formats: Optional[list[str]] = typer.Option(
+            None, "--format",
+            help="output files, repeatable or a comma list: md, html, json, pdf (searchable PDF), chunks "
+                 "(<name>.chunks.jsonl for retrieval); default md,html,json. json is always written: it "
+                 "marks a document complete"),
         checkpoint: Optional[str] = typer.Option(None, "--checkpoint", help="hf engine: Hub id or folder (default: the profile's)"),
         device: Optional[str] = typer.Option(None, "--device", help="hf engine: cuda, mps or cpu"),
         batch_size: Optional[int] = typer.Option(None, "--batch-size", help="hf engine: pages per generate() batch"),
@@ -119,6 +124,16 @@ def register(app: typer.Typer) -> None:
 
         if server and engine is None:
             engine = "openai"
+        from ocrserve.render.formats import DEFAULT_FORMATS, parse_formats  # (#20)
+
+        try:
+            formats_ = parse_formats(formats)
+        except ValueError as e:
+            typer.echo(f"error: --format: {e}", err=True)
+            raise typer.Exit(2) from None
+        if ray is not None and formats_ != DEFAULT_FORMATS:
+            typer.echo("error: --format with --ray: a Ray run writes md, html and json only", err=True)
+            raise typer.Exit(2)
         if not ray and "://" in output:
             if output.startswith("file://"):
                 output = output[len("file://"):]
@@ -145,6 +160,7 @@ def register(app: typer.Typer) -> None:
                 engine=engine, model=model, output_dir=output, pages=pages, password=password, force=force,
                 fallback=False if no_fallback else None, keep_headers_footers=keep_headers_footers,
                 on_event=display, concurrency=concurrency, render_workers=render_workers, **opts,
+                formats=formats_,  # (#20)
             )
             task = asyncio.current_task()
             loop = asyncio.get_running_loop()

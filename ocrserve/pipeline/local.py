@@ -26,6 +26,7 @@ from ocrserve.ingest.pool import ResilientPool, WorkerCrash, default_task_timeou
 from ocrserve.ingest.raster import Budget, DocumentError, RenderedPage, SourceInfo, forget, open_source, render_page
 from ocrserve.ingest.sources import SourceFile, expand_inputs, parse_page_ranges, path_hash
 from ocrserve.pipeline.output import clean_stale_staging, is_complete, load_output, staging_dir, write_document
+from ocrserve.render.formats import parse_formats  # (#20)
 from ocrserve.pipeline.page import finish_page
 from ocrserve.profiles import Profile, load_profile
 from ocrserve.settings import Settings, get_settings
@@ -106,8 +107,10 @@ class Converter:
         on_delta: Callable[[str, int, str], Any] | None = None,
         fallback_engine: Callable[[], Awaitable[Engine]] | None = None,
         known_pages: Callable[[str, str], dict[int, Page]] | None = None,
+        formats: str | list[str] | tuple[str, ...] | None = None,  # output files (#20): md,html,json,pdf,chunks
         **engine_options: Any,
     ) -> None:
+        self.formats = parse_formats(formats)  # (#20) json always; default md, html, json
         # known_pages(name, sha256) -> pages already converted (a resumed API job): used as they are
         self.known_pages = known_pages
         self.settings = settings or get_settings()
@@ -267,7 +270,8 @@ class Converter:
         if self.output_dir is not None:
             try:
                 result.output = await asyncio.to_thread(
-                    write_document, doc, self.output_dir, st.src.name, st.staging, keep_headers_footers=self.keep_hf
+                    write_document, doc, self.output_dir, st.src.name, st.staging, keep_headers_footers=self.keep_hf,
+                    formats=self.formats, password=self.password,  # (#20)
                 )
             except OSError as e:
                 result.status, result.error = "failed", f"cannot write output: {e}"
@@ -360,7 +364,7 @@ class Converter:
                     self._emit("doc_done", result=r)
                     continue
                 if (self.output_dir is not None and not self.force
-                        and is_complete(self.output_dir, src.name, info.sha256, indices, data=existing)):
+                        and is_complete(self.output_dir, src.name, info.sha256, indices, data=existing, formats=self.formats)):
                     r = DocResult(name=src.name, path=str(src.path), status="skipped", pages=0)
                     summary.results.append(r)
                     self._emit("doc_done", result=r)

@@ -1,4 +1,5 @@
 """Per-document output: OUT/<name>/<basename>.{md,html,json} + images/, written atomically.
+With formats: also <basename>.pdf (searchable PDF) and <basename>.chunks.jsonl (retrieval chunks).
 
 Pages' figure crops go to a hidden staging folder as pages finish; when the last page is back the
 Markdown, HTML and JSON are written there and the folder is swapped into place with a rename, so
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from ocrserve.document import Document
 from ocrserve.render import render_html, render_json, render_markdown
+from ocrserve.render.formats import DEFAULT_FORMATS, SUFFIXES, render_format
 
 
 def doc_dir(out: Path, name: str) -> Path:
@@ -56,9 +58,14 @@ def load_output(out: Path, name: str) -> dict | None:
 _UNREAD = object()
 
 
-def is_complete(out: Path, name: str, sha256: str | None, indices: list[int] | None = None, data=_UNREAD) -> bool:
+def is_complete(out: Path, name: str, sha256: str | None, indices: list[int] | None = None, data=_UNREAD,
+                formats: tuple[str, ...] | None = None) -> bool:
     """True when a finished output for this exact source, holding every wanted page, is there.
-    `data`: that output's JSON when the caller has already read it (load_output)."""
+    `data`: that output's JSON when the caller has already read it (load_output). `formats`: the
+    files that must be there too (a run asking for a format the earlier one did not write redoes it)."""
+    base = name.rsplit("/", 1)[-1]
+    if formats and not all((out / name / f"{base}{SUFFIXES[f]}").is_file() for f in formats if f in SUFFIXES):
+        return False
     if data is _UNREAD:
         data = load_output(out, name)
     if data is None:
@@ -73,9 +80,13 @@ def is_complete(out: Path, name: str, sha256: str | None, indices: list[int] | N
 
 def write_document(
     doc: Document, out: Path, name: str, staging: Path | None = None, *, keep_headers_footers: bool = False,
-    formats: tuple[str, ...] = ("md", "html", "json"),
+    formats: tuple[str, ...] = DEFAULT_FORMATS, password: str | None = None,
 ) -> Path:
-    """Write the document's files into staging (holding its figure crops) and swap it into place."""
+    """Write the document's files into staging (holding its figure crops) and swap it into place.
+    formats: any of md, html, json, pdf, chunks (json is always written: it marks the document
+    complete); pdf is built from the source (doc.source.path; `password` for an encrypted PDF)."""
+    from ocrserve.render.searchable_pdf import SearchablePdfError
+
     base = name.rsplit("/", 1)[-1]
     final = out / name
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -85,6 +96,15 @@ def write_document(
         (staging / f"{base}.md").write_text(render_markdown(doc, keep_headers_footers=keep_headers_footers), encoding="utf-8")
     if "html" in formats:
         (staging / f"{base}.html").write_text(render_html(doc, title=base), encoding="utf-8")
+    if "pdf" in formats:
+        try:
+            data, _ = render_format(doc, "pdf", password=password)
+        except SearchablePdfError as e:
+            raise OSError(f"searchable PDF: {e}") from None
+        (staging / f"{base}.pdf").write_bytes(data)
+    if "chunks" in formats:
+        data, _ = render_format(doc, "chunks", keep_headers_footers=keep_headers_footers)
+        (staging / f"{base}.chunks.jsonl").write_bytes(data)
     # the JSON goes last: its presence marks the document complete
     tmp = staging / f".{base}.json.tmp"
     tmp.write_text(render_json(doc), encoding="utf-8")
