@@ -13,7 +13,8 @@ The text is in render mode 3 (invisible) in a glyphless CID font (ocrserve.rende
 every script works and nothing is drawn. The Document keeps block boxes, not line boxes, so each
 block's lines are laid out inside its box: the number of lines and the line height are fitted to
 the box from the text length (an average character is CHAR_WIDTH line heights wide), each line is
-stretched to the box width (the last line of a paragraph to its estimated length) and the line
+stretched to the box width (the last line of a paragraph to its length at the width of the full
+lines; without wrapping, the longest line spans the box) and the line
 band spans the full line height, so selecting and searching in a viewer find the words in the
 region where they are. Figures get no text (their description is not on the page); a table's
 cells go row by row.
@@ -137,9 +138,13 @@ def layout_block(lines: list[str], box: tuple[float, float, float, float]) -> li
             break
         k += 1
     lh = H / len(wrapped)
+    # the box is as wide as its longest line: full lines of a wrapped paragraph span it, and give
+    # the character width for the last lines; without wrapping, the longest line spans it
+    full = [_units(t) for t, last in wrapped if not last]
+    unit_w = W / (sum(full) / len(full)) if full else W / max(_units(t) for t, _ in wrapped)
     placed = []
     for j, (text, last) in enumerate(wrapped):
-        width = min(W, _units(text) * CHAR_WIDTH * lh) if last else W
+        width = min(W, _units(text) * unit_w) if last else W
         placed.append(PlacedLine(text, x0, y0 + j * lh, max(width, 1e-3), lh))
     return placed
 

@@ -208,7 +208,7 @@ def _viewer_screenshot(pdf: Path, profile: Path) -> Image.Image:
          "--window-size=1000,800", "about:blank"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 90
         while True:
             try:
                 pages = [t for t in httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=2).json() if t["type"] == "page"]
@@ -231,13 +231,17 @@ def _viewer_screenshot(pdf: Path, profile: Path) -> Image.Image:
 
         call("Page.enable")
         call("Page.navigate", url=pdf.as_uri())
-        while True:
-            shot = call("Page.captureScreenshot", format="png")
-            img = Image.open(io.BytesIO(base64.b64decode(shot["data"]))).convert("RGB")
-            if len(img.getcolors(1 << 20) or []) > 2 or time.monotonic() > deadline:
-                ws.close()
-                return img
+        img = None
+        while time.monotonic() < deadline:
+            shot = call("Page.captureScreenshot", format="png")  # empty while the page navigates
+            if shot.get("data"):
+                img = Image.open(io.BytesIO(base64.b64decode(shot["data"]))).convert("RGB")
+                if len(img.getcolors(1 << 20) or []) > 2:
+                    break
             time.sleep(0.3)
+        ws.close()
+        assert img is not None, "no screenshot of the PDF viewer"
+        return img
     finally:
         proc.terminate()
         try:
