@@ -152,6 +152,35 @@ def test_pdf_text_page_kept_scanned_page_layered_with_lite(tmp_path):
         assert _render(after[i]) == _render(before[i])
 
 
+def test_image_region_without_text_gets_a_layer_the_text_keeps_its_own(tmp_path):
+    """A born-digital page with a screenshot pasted in: only the blocks in the image get text."""
+    from reportlab.lib.utils import ImageReader
+    from reportlab.pdfgen import canvas
+
+    shot = Image.new("RGB", (600, 300), "white")
+    ImageDraw.Draw(shot).rectangle((20, 20, 580, 280), outline="black", width=4)
+    src = tmp_path / "stamped.pdf"
+    c = canvas.Canvas(str(src), pagesize=(612, 792))
+    c.setFont("Helvetica", 12)
+    for j in range(10):
+        c.drawString(72, 720 - 16 * j, f"Line {j}: born-digital words with a real text layer.")
+    c.drawImage(ImageReader(shot), 72, 200, width=400, height=200)  # y 392..592 from the top
+    c.showPage()
+    c.save()
+    raw = ('<div data-bbox="[117, 85, 900, 285]" data-label="Text"><p>Line 0: born-digital words</p></div>'
+           '<div data-bbox="[130, 510, 750, 730]" data-label="Text"><p>Words only in the screenshot</p></div>')
+    parsed = parse_output(raw, "chandra-1", (612, 792))
+    before = pdfium.PdfDocument(str(src))
+    out = pdfium.PdfDocument(searchable_pdf(_doc(src, "pdf", [parsed])))
+    chars = [c for c in extract_chars(out[0])[0] if not c.generated and not c.text.isspace()]
+    layer = "".join(c.text for c in chars if c.invisible)
+    assert layer == _flat("Words only in the screenshot")  # the text-layer block gets no second copy
+    x0, y0, x1, y1 = _block_boxes(parsed.blocks[1], extract_chars(out[0])[1])
+    assert all(x0 - 0.01 <= c.x0 and c.x1 <= x1 + 0.01 and y0 - 0.01 <= c.y0 and c.y1 <= y1 + 0.01 for c in chars if c.invisible)
+    assert len(chars) - len(layer) == len([c for c in extract_chars(before[0])[0] if not c.generated and not c.text.isspace()])
+    assert _render(out[0]) == _render(before[0])
+
+
 def test_rotated_page_layer_lies_upright_in_the_boxes(tmp_path):
     src = tmp_path / "rotated.pdf"
     pdf = pdfium.PdfDocument.new()
