@@ -284,6 +284,10 @@ def _pdf_source(doc: Document, path: Path, password: str | None) -> bytes:
             frame = _Frame(page)
             regions = report.ocr_regions if report.verdict == "ocr_regions" else None
             plans.append((page, frame, page_layout(p.blocks, frame.width, frame.height, regions)))
+        if not any(lines for _, _, lines in plans):
+            for page, _, _ in plans:
+                page.close()
+            return path.read_bytes()  # nothing to add: the source as it is
         font = _LayerFont(pdf, {c for _, _, lines in plans for ln in lines for c in ln.text})
         for page, frame, lines in plans:
             _add_lines(pdf, page, font, frame, lines)
@@ -293,7 +297,7 @@ def _pdf_source(doc: Document, path: Path, password: str | None) -> bytes:
         pdf.close()
 
 
-def _image_frames(path: Path):
+def _image_frames(path: Path, kind: str):
     from PIL import Image, ImageOps
 
     try:
@@ -301,7 +305,7 @@ def _image_frames(path: Path):
     except Exception as e:  # noqa: BLE001
         raise SearchablePdfError(f"{path}: cannot open the source image ({e})") from None
     with img:
-        for i in range(getattr(img, "n_frames", 1)):
+        for i in range(getattr(img, "n_frames", 1) if kind == "tiff" else 1):  # as ingest counts pages
             img.seek(i)
             orientation = img.getexif().get(0x0112, 1)
             dpi = img.info.get("dpi")
@@ -319,7 +323,7 @@ def _image_source(doc: Document, path: Path, image_dpi: float) -> bytes:
     pdf = pdfium.PdfDocument.new()
     try:
         plans = []
-        for i, img, dpi, plain_jpeg in _image_frames(path):
+        for i, img, dpi, plain_jpeg in _image_frames(path, doc.source.type):
             try:
                 dx, dy = (float(dpi[0]), float(dpi[1])) if dpi else (image_dpi, image_dpi)
             except (TypeError, ValueError, IndexError):

@@ -74,6 +74,7 @@ def test_cli_format_option(tmp_path):
     # the born-digital page keeps its own text layer: the PDF's text is the source's
     before = pdfium.PdfDocument(str(src))[0].get_textpage().get_text_range()
     assert pdfium.PdfDocument(str(out / "born" / "born.pdf"))[0].get_textpage().get_text_range() == before
+    assert (out / "born" / "born.pdf").read_bytes() == src.read_bytes()  # nothing to add: the source as it is
     chunks = [json.loads(line) for line in (out / "born" / "born.chunks.jsonl").read_text(encoding="utf-8").splitlines()]
     assert chunks and chunks[0]["headings"] and "quick brown fox" in " ".join(c["text"] for c in chunks)
     res = CliRunner().invoke(app, ["convert", str(src), "-o", str(out), "--engine", "lite", "--format", "docx"])

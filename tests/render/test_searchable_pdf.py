@@ -119,6 +119,19 @@ def test_jpeg_goes_in_unchanged(tmp_path):
     check_layer(pdf[0], page.blocks)
 
 
+def test_tiff_frames_become_pages(tmp_path):
+    src = tmp_path / "two.tiff"
+    frames = [Image.open(_scan(tmp_path / f"f{i}.png")).convert("RGB") for i in range(2)]
+    frames[0].save(src, save_all=True, append_images=frames[1:], dpi=(200, 200))
+    second = parse_output(RAW, "chandra-1", (1000, 800), index=1, unit="px")
+    failed = parse_output("", "chandra-1", (1000, 800), index=0, unit="px")
+    failed.status = "failed"
+    out = pdfium.PdfDocument(searchable_pdf(_doc(src, "tiff", [failed, second])))
+    assert len(out) == 2
+    assert out[0].get_textpage().count_chars() == 0  # a failed page: the image alone
+    check_layer(out[1], second.blocks)
+
+
 def _mixed_pdf(tmp_path: Path) -> Path:
     """Page 1 born-digital (a text layer), page 2 a scan of it (an image, no text)."""
     born = text_pdf(tmp_path / "born.pdf", pages=1, title="Searchable")
@@ -221,9 +234,9 @@ def test_missing_source_is_a_clear_error(tmp_path):
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-def _viewer_screenshot(pdf: Path, profile: Path) -> Image.Image:
+def _viewer_screenshot(pdf: Path, profile: Path, drawn) -> Image.Image:
     """Open the PDF in headless Chromium's viewer (DevTools protocol) and return the first
-    screenshot in which the page is drawn (the viewer shows its grey background until then)."""
+    screenshot for which drawn(image) holds (the last one after 90 s)."""
     import httpx
     import websocket
 
@@ -265,7 +278,7 @@ def _viewer_screenshot(pdf: Path, profile: Path) -> Image.Image:
             shot = call("Page.captureScreenshot", format="png")  # empty while the page navigates
             if shot.get("data"):
                 img = Image.open(io.BytesIO(base64.b64decode(shot["data"]))).convert("RGB")
-                if len(img.getcolors(1 << 20) or []) > 2:
+                if drawn(img):
                     break
             time.sleep(0.3)
         ws.close()
@@ -286,7 +299,10 @@ def test_opens_in_chromiums_pdf_viewer(tmp_path):
     page = parse_output(RAW, "chandra-1", (1000, 800), unit="px")
     out = tmp_path / "scan.pdf"
     out.write_bytes(searchable_pdf(_doc(src, "png", [page])))
-    shot = _viewer_screenshot(out, tmp_path / "profile")
-    colors = {c for _, c in shot.getcolors(1 << 20)}
-    assert any(r > 200 and g < 60 and b < 60 for r, g, b in colors), "the scan's red square is not drawn"
-    assert (255, 255, 255) in colors  # the page
+
+    def red(img: Image.Image) -> bool:
+        return any(r > 200 and g < 60 and b < 60 for _, (r, g, b) in img.getcolors(1 << 20))
+
+    shot = _viewer_screenshot(out, tmp_path / "profile", red)
+    assert red(shot), "the scan's red square is not drawn"
+    assert (255, 255, 255) in {c for _, c in shot.getcolors(1 << 20)}  # the page
