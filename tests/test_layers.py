@@ -13,7 +13,7 @@ LAYERS: list[set[str]] = [
     {"render"},               # Document -> Markdown/HTML; also the block renderer parse uses
     {"parse", "ingest"},      # raw model HTML -> blocks; inputs -> page images
     {"engines"},              # pages -> raw model HTML
-    {"pipeline"},             # schedules ingest -> engines -> parse -> render -> files
+    {"pipeline", "export"},   # schedules ingest -> engines -> parse -> render -> files; the searchable PDF
     {"api", "vllm", "bench", "eval"},
     {"cli", "__init__", "__main__"},
 ]

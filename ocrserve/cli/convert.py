@@ -137,6 +137,11 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="redo documents that are already complete"),
         no_fallback: bool = typer.Option(False, "--no-fallback", help="do not rescue failed pages with the lite engine"),
         keep_headers_footers: bool = typer.Option(False, "--keep-headers-footers", help="keep page headers/footers in Markdown"),
+        formats: Optional[list[str]] = typer.Option(
+            None, "--format",
+            help="output files, repeatable or a comma list: md, html, json, pdf (searchable PDF), chunks "
+                 "(<name>.chunks.jsonl for retrieval); default md,html,json. json is always written: it "
+                 "marks a document complete"),
         checkpoint: Optional[str] = typer.Option(None, "--checkpoint", help="hf engine: Hub id or folder (default: the profile's)"),
         device: Optional[str] = typer.Option(None, "--device", help="hf engine: cuda, mps or cpu"),
         batch_size: Optional[int] = typer.Option(None, "--batch-size", help="hf engine: pages per generate() batch"),
@@ -165,7 +170,7 @@ def register(app: typer.Typer) -> None:
                 fallback=False if no_fallback else None, keep_headers_footers=keep_headers_footers or None,
                 concurrency=concurrency, render_workers=render_workers, server=server, api_key=api_key,
                 served_model=served_model, checkpoint=checkpoint, device=device, batch_size=batch_size,
-                max_tokens=max_tokens, ignore_eos=ignore_eos, static_cache=compile_,
+                max_tokens=max_tokens, ignore_eos=ignore_eos, static_cache=compile_, formats=formats or None,
                 ray=RayOptions(address=ray, progress=not (json_log or quiet)) if ray is not None else None,
             )
             resolved = options.resolve()

@@ -191,6 +191,7 @@ class Converter:
             fut = asyncio.ensure_future(asyncio.to_thread(
                 self.target.write, doc, st.src.name, {}, self.run_id,
                 keep_headers_footers=bool(self.options.keep_headers_footers), formats=self.options.formats,
+                password=self.options.password,
             ))
             while not fut.done():
                 try:
@@ -218,7 +219,7 @@ class Converter:
         except Exception as e:  # noqa: BLE001 - one bad document never stops the others
             t = self.target
             if t is not None and not self.options.force and done_though_unreadable(
-                    e, t.load_existing(src.name), self.page_filter):
+                    e, t.load_existing(src.name), self.page_filter, self.options.formats):
                 return DocResult(name=src.name, path=str(src.path), status="skipped")
             return DocResult(name=src.name, path=str(src.path), status="failed", error=steps.open_error(e))
 
@@ -228,7 +229,7 @@ class Converter:
             src, info.sha256, info.page_count, steps.page_indices(self.page_filter, info.page_count),
             writes=t is not None, force=self.options.force,
             here=t.load_existing(src.name) if t is not None else None,
-            alt=lambda: t.load_existing(alt_name(src)) if t is not None else None,
+            alt=lambda: t.load_existing(alt_name(src)) if t is not None else None, formats=self.options.formats,
         )
 
     async def run(self, inputs: list[str | Path] | str | Path) -> RunSummary:

@@ -14,10 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ocrserve.engines import engine_for
 from ocrserve.profiles import Profile
+from ocrserve.export.formats import DEFAULT_FORMATS, parse_formats
 from ocrserve.settings import Settings, get_settings
 
 Format = Literal["md", "html", "json", "pdf", "chunks"]
-DEFAULT_FORMATS: tuple[str, ...] = ("md", "html", "json")
 
 # options that go to the engine as they are (each engine takes its own; create_engine checks them)
 ENGINE_FIELDS = ("server", "api_key", "served_model", "checkpoint", "device", "batch_size", "max_tokens",
@@ -85,12 +85,7 @@ class ConvertOptions(BaseModel):
     @field_validator("formats", mode="before")
     @classmethod
     def _formats(cls, v: Any) -> Any:
-        if isinstance(v, str):
-            v = [f.strip() for f in v.split(",") if f.strip()]
-        v = list(dict.fromkeys(v or DEFAULT_FORMATS))
-        if "json" not in v:  # the JSON marks a document complete: always written
-            v.append("json")
-        return tuple(v)
+        return parse_formats(v or None)  # canonical order; json always (its file marks a document complete)
 
     @classmethod
     def build(cls, **values: Any) -> "ConvertOptions":
@@ -148,5 +143,6 @@ def _describe(e: ValidationError) -> str:
         if err.get("type") == "extra_forbidden":
             parts.append(f"unknown option {where!r}")
         else:
-            parts.append(f"option {where!r}: {err.get('msg')}")
+            msg = str(err.get("msg", "")).removeprefix("Value error, ")
+            parts.append(f"option {where!r}: {msg}")
     return "; ".join(parts)

@@ -1,4 +1,5 @@
 """Per-document output: OUT/<name>/<basename>.{md,html,json} + images/, written atomically.
+With formats: also <basename>.pdf (searchable PDF) and <basename>.chunks.jsonl (retrieval chunks).
 
 Pages' figure crops go to a hidden staging folder as pages finish; when the last page is back the
 Markdown, HTML and JSON are written there and the folder is swapped into place with a rename, so
@@ -13,13 +14,14 @@ import json
 import os
 import shutil
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from ocrserve.document import Document
 from ocrserve.ingest.sources import SourceFile, path_hash
 from ocrserve.render import render_html, render_json, render_markdown
+from ocrserve.export.formats import DEFAULT_FORMATS, SUFFIXES, render_format
 
 
 def doc_dir(out: Path, name: str) -> Path:
@@ -67,6 +69,7 @@ class Existing:
     pages: frozenset[int]
     ok: bool                 # no page failed
     page_count: int = 0      # the source's
+    formats: frozenset[str] = frozenset()  # the output files that are there (md, html, json, pdf, chunks)
 
     @classmethod
     def from_json(cls, data: Any) -> "Existing | None":
@@ -81,12 +84,20 @@ class Existing:
 
 
 def load_existing(out: Path, name: str) -> Existing | None:
-    return Existing.from_json(load_output(out, name))
+    found = Existing.from_json(load_output(out, name))
+    if found is None:
+        return None
+    base = name.rsplit("/", 1)[-1]
+    return replace(found, formats=frozenset(f for f, suffix in SUFFIXES.items() if (out / name / f"{base}{suffix}").is_file()))
 
 
-def is_complete(existing: Existing | None, sha256: str | None, indices: list[int] | None = None) -> bool:
-    """True when a finished output for this exact source, holding every wanted page, is there."""
+def is_complete(existing: Existing | None, sha256: str | None, indices: list[int] | None = None,
+                formats: tuple[str, ...] | None = None) -> bool:
+    """True when a finished output for this exact source, holding every wanted page and every wanted
+    format (a run asking for a format the earlier one did not write redoes the document), is there."""
     if existing is None:
+        return False
+    if formats and not set(formats) <= existing.formats:
         return False
     if sha256 and existing.sha256 != sha256:
         return False
@@ -114,9 +125,13 @@ def choose_name(src: SourceFile, sha256: str, here: Existing | None,
 
 def write_document(
     doc: Document, out: Path, name: str, staging: Path | None = None, *, keep_headers_footers: bool = False,
-    formats: tuple[str, ...] = ("md", "html", "json"),
+    formats: tuple[str, ...] = DEFAULT_FORMATS, password: str | None = None,
 ) -> Path:
-    """Write the document's files into staging (holding its figure crops) and swap it into place."""
+    """Write the document's files into staging (holding its figure crops) and swap it into place.
+    formats: any of md, html, json, pdf, chunks (json is always written: it marks the document
+    complete); pdf is built from the source (doc.source.path; `password` for an encrypted PDF)."""
+    from ocrserve.export.searchable_pdf import SearchablePdfError
+
     base = name.rsplit("/", 1)[-1]
     final = out / name
     final.parent.mkdir(parents=True, exist_ok=True)
@@ -126,6 +141,15 @@ def write_document(
         (staging / f"{base}.md").write_text(render_markdown(doc, keep_headers_footers=keep_headers_footers), encoding="utf-8")
     if "html" in formats:
         (staging / f"{base}.html").write_text(render_html(doc, title=base), encoding="utf-8")
+    if "pdf" in formats:
+        try:
+            data, _ = render_format(doc, "pdf", password=password)
+        except SearchablePdfError as e:
+            raise OSError(f"searchable PDF: {e}") from None
+        (staging / f"{base}.pdf").write_bytes(data)
+    if "chunks" in formats:
+        data, _ = render_format(doc, "chunks", keep_headers_footers=keep_headers_footers)
+        (staging / f"{base}.chunks.jsonl").write_bytes(data)
     # the JSON goes last: its presence marks the document complete
     tmp = staging / f".{base}.json.tmp"
     tmp.write_text(render_json(doc), encoding="utf-8")
@@ -165,7 +189,8 @@ class Plan:
 
 
 def plan_document(src: SourceFile, sha256: str, page_count: int, indices: list[int], *, writes: bool,
-                  force: bool, here: Existing | None, alt: Callable[[], Existing | None]) -> Plan:
+                  force: bool, here: Existing | None, alt: Callable[[], Existing | None],
+                  formats: tuple[str, ...] = DEFAULT_FORMATS) -> Plan:
     """The one rule, for every scheduler: name the output (choose_name), then convert the selected
     pages unless the output under that name is complete for this source and selection."""
     existing = None
@@ -173,12 +198,13 @@ def plan_document(src: SourceFile, sha256: str, page_count: int, indices: list[i
         src, existing = choose_name(src, sha256, here, alt)
     if not indices:
         return Plan(src, indices, "failed", f"no pages selected (the document has {page_count})")
-    if writes and not force and is_complete(existing, sha256, indices):
+    if writes and not force and is_complete(existing, sha256, indices, formats):
         return Plan(src, indices, "skipped")
     return Plan(src, indices)
 
 
-def done_though_unreadable(error: BaseException, here: Existing | None, selection: list[int] | None) -> bool:
+def done_though_unreadable(error: BaseException, here: Existing | None, selection: list[int] | None,
+                           formats: tuple[str, ...] = DEFAULT_FORMATS) -> bool:
     """A document that cannot be opened now (an encrypted PDF rerun without its password) whose
     complete output from this very file (same hash) is already there counts as finished: skipped."""
     from ocrserve.pipeline.page import page_indices
@@ -186,4 +212,4 @@ def done_though_unreadable(error: BaseException, here: Existing | None, selectio
     sha = getattr(error, "sha256", None)
     if not sha or here is None or here.sha256 != sha:
         return False
-    return is_complete(here, sha, page_indices(selection, here.page_count))
+    return is_complete(here, sha, page_indices(selection, here.page_count), formats)

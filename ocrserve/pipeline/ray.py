@@ -186,7 +186,7 @@ def run_ray_convert(
         actors, gpus_each, cpus_each = _actor_plan(name, rayo.engine_actors, rayo.gpus_per_actor, rayo.cpus_per_actor)
         cfg = StageConfig(model=profile, budget=Budget.from_profile(profile), password=opts.password,
                           max_image_pixels=settings.max_image_pixels, page_filter=page_filter, figures=opts.figures,
-                          keep_raw=opts.keep_raw, writes=True, force=opts.force)
+                          keep_raw=opts.keep_raw, writes=True, force=opts.force, formats=opts.formats)
         spec = EngineSpec(name=None if factory else name, model=cfg.model, settings=settings, options=engine_options,
                           fallback=bool(opts.fallback), password=opts.password, factory=factory)
         batch_size = rayo.batch_size or (64 if name == "vllm" else 8)
@@ -282,7 +282,7 @@ def _write(d: _Doc, target: OutputTarget, run_id: str, engine_name: str, model_n
     result = document_result(d.name, d.path, doc)
     try:
         out = target.write(doc, d.name, d.files, run_id, keep_headers_footers=bool(opts.keep_headers_footers),
-                           formats=opts.formats)
+                           formats=opts.formats, password=opts.password)
         result.output = Path(out) if target.local is not None else None
     except (OSError, ValueError) as e:
         result.status, result.error = "failed", f"cannot write output: {e}"

@@ -75,6 +75,7 @@ class StageConfig:
     keep_raw: bool = False
     writes: bool = True   # an output is written (naming and resume apply)
     force: bool = False
+    formats: tuple[str, ...] = ("md", "html", "json")
 
 
 # ------------------------------------------------------------------------------------------ open
@@ -85,7 +86,7 @@ def existing_json(e: Existing | None) -> str:
     if e is None:
         return ""
     return json.dumps({"sha256": e.sha256, "path": e.path, "pages": sorted(e.pages), "ok": e.ok,
-                       "page_count": e.page_count})
+                       "page_count": e.page_count, "formats": sorted(e.formats)})
 
 
 def _existing(value: str) -> Existing | None:
@@ -93,7 +94,7 @@ def _existing(value: str) -> Existing | None:
         return None
     d = json.loads(value)
     return Existing(sha256=d["sha256"], path=d["path"], pages=frozenset(d["pages"]), ok=d["ok"],
-                    page_count=d["page_count"])
+                    page_count=d["page_count"], formats=frozenset(d["formats"]))
 
 
 def open_doc(doc: dict[str, Any], cfg: StageConfig) -> list[dict[str, Any]]:
@@ -102,13 +103,14 @@ def open_doc(doc: dict[str, Any], cfg: StageConfig) -> list[dict[str, Any]]:
     try:
         info = isolated(open_source, doc["abspath"], cfg.password, cfg.max_image_pixels)
     except Exception as e:  # noqa: BLE001 - one bad document never stops the others
-        if cfg.writes and not cfg.force and done_though_unreadable(e, _existing(doc["here"]), cfg.page_filter):
+        if cfg.writes and not cfg.force and done_though_unreadable(e, _existing(doc["here"]), cfg.page_filter,
+                                                                   cfg.formats):
             return [make_row(kind="skipped", **base)]
         return [make_row(kind="failed", error=steps.open_error(e), **base)]
     plan = plan_document(
         SourceFile(path=Path(doc["path"]), name=doc["name"]), info.sha256, info.page_count,
         steps.page_indices(cfg.page_filter, info.page_count), writes=cfg.writes, force=cfg.force,
-        here=_existing(doc["here"]), alt=lambda: _existing(doc["alt"]),
+        here=_existing(doc["here"]), alt=lambda: _existing(doc["alt"]), formats=cfg.formats,
     )
     meta = dict(base, name=plan.src.name, type=info.type, sha256=info.sha256, page_count=info.page_count)
     if plan.status is not None:

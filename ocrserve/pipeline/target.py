@@ -15,13 +15,13 @@ import re
 import shutil
 import tempfile
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from ocrserve.document import Document
 from ocrserve.pipeline.output import Existing, clean_stale_staging, load_existing, staging_dir, write_document
-
-DEFAULT_FORMATS = ("md", "html", "json")
+from ocrserve.export.formats import DEFAULT_FORMATS, SUFFIXES
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,12 @@ class OutputTarget:
             if not self._fs.isfile(path):
                 return None
             with self._fs.open(path, "rb") as f:
-                return Existing.from_json(json.loads(f.read().decode("utf-8")))
+                found = Existing.from_json(json.loads(f.read().decode("utf-8")))
+            if found is None:
+                return None
+            base = name.rsplit("/", 1)[-1]
+            return replace(found, formats=frozenset(
+                f for f, suffix in SUFFIXES.items() if self._fs.isfile(f"{self.root}/{name}/{base}{suffix}")))
         except (OSError, ValueError):
             return None
 
@@ -102,7 +107,8 @@ class OutputTarget:
         return staging_dir(self.local, name, run_id) if self.local is not None else None
 
     def write(self, doc: Document, name: str, files: dict[str, bytes], run_id: str, *,
-              keep_headers_footers: bool = False, formats: tuple[str, ...] = DEFAULT_FORMATS) -> str:
+              keep_headers_footers: bool = False, formats: tuple[str, ...] = DEFAULT_FORMATS,
+              password: str | None = None) -> str:
         """Write the document's files and its figure crops (relative path -> bytes; a local run's
         crops are already in its staging folder); returns where."""
         if self.local is not None:
@@ -110,7 +116,7 @@ class OutputTarget:
             try:
                 _put_files(staging, files)
                 return str(write_document(doc, self.local, name, staging, keep_headers_footers=keep_headers_footers,
-                                          formats=formats))
+                                          formats=formats, password=password))
             except BaseException:
                 shutil.rmtree(staging, ignore_errors=True)
                 raise
@@ -118,7 +124,8 @@ class OutputTarget:
             out = Path(tmp)
             staging = staging_dir(out, name, uuid.uuid4().hex[:8])
             _put_files(staging, files)
-            folder = write_document(doc, out, name, staging, keep_headers_footers=keep_headers_footers, formats=formats)
+            folder = write_document(doc, out, name, staging, keep_headers_footers=keep_headers_footers, formats=formats,
+                                    password=password)
             self._upload(folder, name)
         return self.location(name)
 

@@ -387,3 +387,7 @@ def test_local_and_ray_write_the_same_files_for_every_option_that_changes_output
 
     assert {r.status for r in both([a], pages="1-2").results} == {"skipped"}
     assert [(r.name, r.status) for r in both([b / "report.pdf"]).results] == [(renamed, "skipped")]
+    # a format not written yet redoes the documents, with the same files both ways
+    more = both([a], pages="1-2", formats="md,html,pdf,chunks")
+    assert {r.status for r in more.results} == {"ok", "fallback"}
+    assert (outs["ray"] / "report" / "report.pdf").is_file() and (outs["ray"] / "scan" / "scan.chunks.jsonl").is_file()
