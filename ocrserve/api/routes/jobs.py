@@ -102,7 +102,7 @@ def build(settings: Settings) -> APIRouter:
         try:
             text, doc = await asyncio.to_thread(load)
         except FileNotFoundError:  # removed under us (expired or deleted right now)
-            raise NotFound(f"no job {job_id}{_gone_hint(ctx.settings)}") from None
+            raise NotFound(f"no job {shorten(job_id)}{_gone_hint(ctx.settings)}") from None
         resp = Response(text, media_type="application/json") if format == "json" else \
             await render(doc, format, ctx.settings.keep_headers_footers)
         resp.headers[STATUS_HEADER] = doc.status
