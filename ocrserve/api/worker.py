@@ -16,7 +16,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ocrserve.document import Page
+from ocrserve.document import Document, Page
 from ocrserve.render import render_json
 from ocrserve.api.jobs import JobStore
 from ocrserve.api.service import Checked, Service
@@ -130,7 +130,7 @@ class JobWorker:
             return
         doc = result.document
         try:
-            await asyncio.to_thread(self._write_result, job_id, render_json(doc))
+            await asyncio.to_thread(self._write_result, job_id, doc)  # rendered there: off the event loop
         except OSError as e:
             await self._finish(job_id, "failed", error=f"cannot write the result: {e}")
             return
@@ -144,11 +144,11 @@ class JobWorker:
             await asyncio.to_thread(self.store.drop_input, job_id)
             await asyncio.to_thread(shutil.rmtree, self.store.pages_dir(job_id), True)
 
-    def _write_result(self, job_id: str, text: str) -> None:
+    def _write_result(self, job_id: str, doc: Document) -> None:
         """In a thread, which runs to its end even if the job is cancelled meanwhile: a job deleted while
         its result was written leaves no folder behind (the check comes after the write)."""
         try:
-            _write_atomic(self.store.result_path(job_id), text)
+            _write_atomic(self.store.result_path(job_id), render_json(doc))
         finally:
             if self.store.owner(job_id) is None:  # deleted meanwhile
                 shutil.rmtree(self.store.job_dir(job_id), ignore_errors=True)
