@@ -23,7 +23,7 @@ from ocrserve.ingest.sources import parse_page_ranges
 from ocrserve.pipeline.local import Converter, DocResult
 from ocrserve.profiles import Profile, load_profile
 from ocrserve.settings import Settings
-from ocrserve.api.errors import BadDocument, BadInput, TooManyPages
+from ocrserve.api.errors import BadDocument, BadInput, TooManyPages, shorten
 from ocrserve.api.images import PageImages
 from ocrserve.api.metrics import Metrics
 from ocrserve.api.tap import ConversionTap, Sink
@@ -127,14 +127,13 @@ class Service:
             try:
                 sel = await asyncio.to_thread(parse_selection, pages)
             except ValueError as e:
-                raise BadInput(str(e)) from None
+                raise BadInput(shorten(str(e), 300)) from None
         try:
             info: SourceInfo = await self.pool.run(open_source, str(path), password or None,
                                                    self.settings.max_image_pixels)
         except (DocumentError, WorkerCrash) as e:
             msg = str(e)
-            if "--password" in msg:
-                msg = msg.replace("(--password)", f"({PASSWORD_HINT})")
+            msg = msg.replace("(--password)", f"({PASSWORD_HINT})").replace("--password", "the 'password' field")
             raise BadDocument(f"{filename}: {_scrub(msg, path, filename)}") from None
         indices = None if sel is None else await asyncio.to_thread(clip_selection, sel, info.page_count)
         selected = info.page_count if indices is None else len(indices)
