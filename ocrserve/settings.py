@@ -73,8 +73,20 @@ class Settings(BaseSettings):
     job_sweep_interval_s: float = 600.0
     # API: seconds a client is told to wait (Retry-After) when refused with 429
     retry_after_s: int = 2
-    # API: page images kept in memory for the viewer (GET /v1/pages/{token}.png), newest first
-    page_image_cache: int = 256
+    # API: bytes of page images kept in memory for the viewer (GET /v1/pages/{token}.png); the oldest go
+    # first past this (a page image is 10 KB to a few MB); 0 = keep none (streamed pages have no image)
+    api_page_cache_bytes: int = Field(128 * 1024 * 1024, ge=0)
+    # API: seconds a connection may take to send a whole request head (after it opened or after its last
+    # answer) before it is closed; uvicorn has no such limit of its own; 0 = no limit
+    api_header_timeout_s: float = Field(10.0, ge=0)
+    # API: seconds an upload's body may take to arrive; then 408 (it is read before a concurrency slot is
+    # taken, so a slow or bodiless upload holds only its connection); 0 = no limit
+    api_body_timeout_s: float = Field(120.0, ge=0)
+    # API: open connections (and requests) served at once; more are answered 503 by uvicorn; 0 = no cap
+    api_max_connections: int = Field(1000, ge=0)
+    # API: comma-separated origins allowed by CORS (e.g. https://app.example.com, or *); empty = no CORS
+    # headers (browsers allow only same-origin pages, like the viewer)
+    cors_origins: str = ""
 
 
 def get_settings(**overrides) -> Settings:

@@ -24,13 +24,14 @@ def run_api(settings: "Settings | None" = None, host: str = "127.0.0.1", port: i
     """Serve the API until stopped. With server_url, the openai engine talks to that server (vLLM)."""
     import uvicorn
 
+    from ocrserve.api.server import uvicorn_options
     from ocrserve.settings import get_settings
 
     settings = settings or get_settings()
     if server_url:
         settings = settings.model_copy(update={"server": server_url, "engine": settings.engine or "openai"})
     app = create_app(settings, engine)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, timeout_keep_alive=5, backlog=2048)
+    uvicorn.run(app, host=host, port=port, log_level=log_level, **uvicorn_options(settings))
 
 
 __all__ = ["create_app", "run_api"]

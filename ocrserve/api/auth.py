@@ -11,8 +11,7 @@ import hmac
 import logging
 from pathlib import Path
 
-from fastapi import HTTPException, Request
-
+from ocrserve.api.errors import Unauthorized
 from ocrserve.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -45,7 +44,7 @@ def fingerprint(key: str) -> str:
 
 
 class Auth:
-    """FastAPI dependency: returns the caller's identity, or answers 401."""
+    """The configured keys: a request's Authorization header -> the caller's identity (a key's fingerprint)."""
 
     def __init__(self, keys: list[str]) -> None:
         self._keys = [(k.encode(), fingerprint(k)) for k in keys]
@@ -66,15 +65,9 @@ class Auth:
                 found = fp
         return found
 
-    async def __call__(self, request: Request) -> str:
-        who = self.identify(request.headers.get("authorization"))
+    def caller(self, header: str | None) -> str:
+        """The caller's identity for an Authorization header; Unauthorized (401) when there is none."""
+        who = self.identify(header)
         if who is None:
-            metrics = getattr(request.app.state, "metrics", None)
-            if metrics is not None:
-                metrics.rejected.labels(reason="unauthorized").inc()
-            missing = not request.headers.get("authorization")
-            raise HTTPException(
-                401, "missing API key: send Authorization: Bearer <key>" if missing else "invalid API key",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
+            raise Unauthorized("missing API key: send Authorization: Bearer <key>" if not header else "invalid API key")
         return who

@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from contextlib import contextmanager
-from typing import Iterator
 
-from fastapi import HTTPException
-
-
-class TooManyRequests(HTTPException):
-    def __init__(self, detail: str, retry_after: int) -> None:
-        super().__init__(429, detail, headers={"Retry-After": str(max(1, int(retry_after)))})
+from ocrserve.api.errors import Busy, TooLarge
 
 
 class KeyLimiter:
@@ -25,9 +18,8 @@ class KeyLimiter:
 
     def acquire(self, key: str) -> None:
         if self.active[key] >= self.limit:
-            raise TooManyRequests(
-                f"too many conversions running for this key ({self.limit} at once); retry later", self.retry_after
-            )
+            raise Busy(f"too many conversions running for this key ({self.limit} at once); retry later",
+                       self.retry_after)
         self.active[key] += 1
 
     def release(self, key: str) -> None:
@@ -35,24 +27,18 @@ class KeyLimiter:
         if self.active[key] <= 0:
             del self.active[key]
 
-    @contextmanager
-    def slot(self, key: str) -> Iterator[None]:
-        self.acquire(key)
-        try:
-            yield
-        finally:
-            self.release(key)
 
-
-class _BodyTooLarge(Exception):
-    pass
+def too_large(limit: int) -> TooLarge:
+    return TooLarge(f"upload too large: the limit is {limit} bytes")
 
 
 class BodyLimit:
     """ASGI middleware: a request body over `limit` bytes on `paths` is refused with 413.
 
-    A declared Content-Length over the limit is refused before anything is read; a chunked body is
-    counted as it arrives and refused as soon as it passes the limit.
+    A declared Content-Length over the limit is refused before anything is read; a body without one
+    (`Transfer-Encoding: chunked`) is counted as it arrives: the receive that passes the limit raises
+    `TooLarge`, which the app answers with 413 and its reason (the upload reader lets it through, also
+    from inside a multipart parse); if it escapes the app before a response started, 413 is sent here.
     """
 
     def __init__(self, app, limit: int, paths: tuple[str, ...], on_reject=None) -> None:
@@ -61,7 +47,8 @@ class BodyLimit:
     async def _reject(self, send) -> None:
         if self.on_reject:
             self.on_reject()
-        body = json.dumps({"detail": f"upload too large: the limit is {self.limit} bytes"}).encode()
+        err = too_large(self.limit)
+        body = json.dumps({"detail": err.detail, "code": err.code}).encode()
         await send({"type": "http.response.start", "status": 413, "headers": [
             (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
             (b"connection", b"close")]})
@@ -84,7 +71,7 @@ class BodyLimit:
             if msg["type"] == "http.request":
                 seen += len(msg.get("body", b""))
                 if seen > allowed:
-                    raise _BodyTooLarge()
+                    raise too_large(self.limit)
             return msg
 
         async def tracked_send(msg):
@@ -95,6 +82,6 @@ class BodyLimit:
 
         try:
             await self.app(scope, counted_receive, tracked_send)
-        except _BodyTooLarge:
+        except TooLarge:
             if not started:
                 await self._reject(send)

@@ -13,8 +13,8 @@ class Metrics:
     def __init__(self, queue_depth: Callable[[], float], jobs_running: Callable[[], float]) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.pages = Counter("ocrserve_pages", "Pages converted, by final status (ok, fallback, failed).",
-                             ["status"], registry=r)
+        self.pages = Counter("ocrserve_pages", "Pages converted, by final status (ok, fallback, failed; cancelled: "
+                             "the conversion stopped first, e.g. its client went away).", ["status"], registry=r)
         self.page_latency = Histogram("ocrserve_page_latency_seconds",
                                       "Engine time per page, request sent to answer complete.",
                                       buckets=LATENCY_BUCKETS, registry=r)

@@ -1,10 +1,9 @@
 """The service core: one shared engine and render pool; uploads checked, then converted by the pipeline.
 
-`Service.inspect()` opens an upload once (bad file -> 422 with the pipeline's reason, too many pages
--> 413); `Service.convert()` runs the pipeline on it with a tap on the engine that reports each page
-as it starts (with its image for the viewer) and each layout block as soon as its HTML closes in the
-model's token stream (a retried attempt resets the page with `page_reset`; a page the engine gives up
-on and the lite fallback rescues streams the fallback's blocks).
+`Service.inspect()` opens an upload once (bad file -> BadDocument with the pipeline's reason, too many
+pages -> TooManyPages); `Service.convert()` runs the pipeline on it, reporting through a
+`ConversionTap` (see `tap.py`). Nothing heavy runs on the event loop: the page selection is parsed in a
+thread, documents are opened in the render pool. Answers name the uploaded file, never a server path.
 """
 
 from __future__ import annotations
@@ -12,33 +11,27 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import secrets
-import time
 import unicodedata
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable
 
-from fastapi import HTTPException
-
-from ocrserve.document import Block
-from ocrserve.engines import Engine, EngineResult, PageInput, create_engine
+from ocrserve.engines import Engine, create_engine
 from ocrserve.ingest.pool import ResilientPool, WorkerCrash, default_task_timeout, default_workers
 from ocrserve.ingest.raster import DocumentError, SourceInfo, open_source
 from ocrserve.ingest.sources import parse_page_ranges
-from ocrserve.parse import parse_output
 from ocrserve.pipeline.local import Converter, DocResult
 from ocrserve.profiles import Profile, load_profile
 from ocrserve.settings import Settings
+from ocrserve.api.errors import BadDocument, BadInput, TooManyPages, shorten
+from ocrserve.api.images import PageImages
 from ocrserve.api.metrics import Metrics
-from ocrserve.api.stream import BlockSplitter, parse_block
+from ocrserve.api.tap import ConversionTap, Sink
 
 log = logging.getLogger(__name__)
 
-Sink = Callable[[str, dict[str, Any]], None]
-
 _UNSAFE = re.compile(r"[^A-Za-z0-9._ -]+")
+PASSWORD_HINT = "send it in the 'password' field"
 
 
 def safe_filename(name: str | None) -> str:
@@ -48,24 +41,45 @@ def safe_filename(name: str | None) -> str:
     return base or "upload"
 
 
-class ImageCache:
-    """Page PNGs kept for the viewer under unguessable tokens; the oldest go first."""
+def parse_selection(pages: str | None) -> Any:
+    """`pages=` parsed (None: every page); ValueError naming `pages=` when it is not a page selection.
+    Runs in a thread: the text may be long."""
+    try:
+        return parse_page_ranges(pages)
+    except ValueError as e:
+        raise ValueError(str(e).replace("--pages", "pages=")) from None
 
-    def __init__(self, size: int) -> None:
-        self.size = max(0, size)
-        self._items: OrderedDict[str, bytes] = OrderedDict()
 
-    def put(self, png: bytes) -> str | None:
-        if self.size == 0:
-            return None
-        token = secrets.token_urlsafe(18)
-        self._items[token] = png
-        while len(self._items) > self.size:
-            self._items.popitem(last=False)
-        return token
+def clip_selection(sel: Any, page_count: int) -> list[int] | None:
+    """The 0-based pages of a page_count-page document a parsed selection names (None: all)."""
+    if sel is None:
+        return None
+    if hasattr(sel, "indices"):  # a PageSelection (ranges)
+        return sel.indices(page_count)
+    return [i for i in sel if i < page_count]
 
-    def get(self, token: str) -> bytes | None:
-        return self._items.get(token)
+
+def page_spec(indices: list[int]) -> str:
+    """0-based indices -> the short 1-based selection that names them ('1-3,7')."""
+    out: list[str] = []
+    run: list[int] = []
+    for i in sorted(set(indices)) + [-2]:
+        if run and i == run[-1] + 1:
+            run.append(i)
+            continue
+        if run:
+            out.append(str(run[0] + 1) if len(run) == 1 else f"{run[0] + 1}-{run[-1] + 1}")
+        run = [i]
+    return ",".join(out)
+
+
+def _scrub(text: str | None, path: Path, filename: str) -> str | None:
+    """An error text with the server's path of an upload replaced by the uploaded file's name."""
+    if not text:
+        return text
+    for p in (str(path), str(path.resolve())):
+        text = text.replace(p, filename)
+    return text.replace(str(path.parent) + "/", "")
 
 
 @dataclass
@@ -75,98 +89,9 @@ class Checked:
     path: Path
     filename: str
     info: SourceInfo | None
-    pages: str | None
+    pages: str | None       # the selection as a short spec ('1-3,7'), None: every page
     selected: int
-
-
-class TapEngine(Engine):
-    """Wraps an engine for one conversion: reports page starts, streamed blocks and latency.
-
-    The model engine's tap (`rescue=False`) announces each page with `page_started` and streams its
-    blocks as they close; an empty delta (a retried attempt starts over) resets the page's splitter and
-    sends `page_reset` at once; a page the engine gives up on after blocks were sent gets `page_reset`
-    too, since those blocks are not its answer. The fallback engine's tap (`rescue=True`, shared by the
-    conversion's taps through `final_blocks`) sends a rescued page's final blocks.
-    """
-
-    def __init__(self, inner: Engine, service: "Service", sink: Sink | None, stream: bool, *,
-                 rescue: bool = False, final_blocks: dict[int, list[Block]] | None = None) -> None:
-        self.inner, self.service, self.sink, self.stream, self.rescue = inner, service, sink, stream, rescue
-        self.name = inner.name
-        self.profile = inner.profile
-        self.final_blocks: dict[int, list[Block]] = {} if final_blocks is None else final_blocks
-
-    def capacity(self) -> int:
-        return self.inner.capacity()
-
-    async def aclose(self) -> None:  # the shared engine outlives a conversion
-        return None
-
-    def _send(self, kind: str, data: dict[str, Any]) -> None:
-        if self.sink is not None:
-            self.sink(kind, data)
-
-    async def ocr(self, page: PageInput, *, on_delta=None) -> EngineResult:
-        m = self.service.metrics
-        size = (page.width, page.height)
-        if self.sink is not None and not self.rescue:
-            token = self.service.images.put(page.png_bytes()) if self.stream else None
-            w, h = page.image_size or (None, None)
-            self._send("page_started", {
-                "page": page.index, "width": page.width, "height": page.height, "unit": page.unit,
-                "image_width": w, "image_height": h, "image": f"/v1/pages/{token}.png" if token else None,
-            })
-        splitter = BlockSplitter()
-        count = 0
-        t0 = time.perf_counter()
-        first = True
-
-        def reset() -> None:
-            nonlocal splitter, count
-            if splitter.text:
-                self._send("page_reset", {"page": page.index})
-            splitter, count = BlockSplitter(), 0
-
-        def delta(text: str) -> None:
-            nonlocal count, first
-            if text == "":  # the engine starts the page over (a retried attempt)
-                reset()
-                return
-            for html in splitter.feed(text):
-                blocks = parse_block(html, self.profile, size, page_index=page.index, block_index=count,
-                                     unit=page.unit)
-                if blocks and first and not self.rescue:
-                    m.first_block.observe(time.perf_counter() - t0)
-                    first = False
-                for b in blocks:
-                    count += 1
-                    self._send("block", {"page": page.index, "block": b.model_dump()})
-
-        streaming = self.stream and self.sink is not None
-        if not self.rescue:  # a rescue is not a page at the model engine
-            m.in_flight.inc()
-        try:
-            res = await self.inner.ocr(page, on_delta=delta if streaming else None)
-        finally:
-            if not self.rescue:
-                m.in_flight.dec()
-                m.page_latency.observe(time.perf_counter() - t0)
-        if self.sink is None:
-            return res
-        if not res.ok:
-            if streaming:
-                reset()  # what was sent is no answer: the page is rescued by the fallback, or fails
-            return res
-        final = parse_output(res.raw, self.profile, size, index=page.index, unit=page.unit,
-                             truncated=(res.finish_reason == "length") if res.finish_reason else None)
-        self.final_blocks[page.index] = final.blocks
-        if streaming and splitter.text != res.raw:
-            # not streamed (the engine does not stream), or the stream differs from the final answer:
-            # the final answer's blocks replace whatever was sent for this page
-            reset()
-            for b in final.blocks:
-                self._send("block", {"page": page.index, "block": b.model_dump()})
-        return res
+    password: str | None = None
 
 
 class Service:
@@ -176,7 +101,7 @@ class Service:
         self.profile = profile or getattr(engine, "profile", None) or load_profile(settings.model)
         self.pool = ResilientPool(default_workers(settings.render_workers, cap=8), start_method=settings.mp_start,
                                   task_timeout=default_task_timeout(settings))
-        self.images = ImageCache(settings.page_image_cache)
+        self.images = PageImages(settings.api_page_cache_bytes)
         self.metrics: Metrics  # set by the app
         self._lite: Engine | None = None  # the fallback engine, made on first use
 
@@ -192,73 +117,75 @@ class Service:
         return self._lite
 
     # ------------------------------------------------------------------ checking an upload
-    async def inspect(self, path: Path, filename: str, pages: str | None) -> Checked:
-        if pages and any(int(n) > 1_000_000 for n in re.findall(r"\d+", pages)):
-            raise HTTPException(400, f"pages={pages!r}: page numbers above 1000000 are not accepted")
+    async def inspect(self, path: Path, filename: str, pages: str | None, password: str | None = None) -> Checked:
+        if pages and len(pages) > 20_000:
+            raise BadInput(f"pages=: {len(pages)} characters; a page selection is at most 20000")
+        if pages and any(len(n) > 7 or int(n) > 1_000_000 for n in re.findall(r"\d+", pages)):
+            raise BadInput(f"pages={pages[:80]!r}: page numbers above 1000000 are not accepted")
+        sel = None
+        if pages:  # checked before the file is opened (a bad selection is the request's fault)
+            try:
+                sel = await asyncio.to_thread(parse_selection, pages)
+            except ValueError as e:
+                raise BadInput(shorten(str(e), 300)) from None
         try:
-            selected_list = parse_page_ranges(pages) if pages else None
-        except ValueError as e:
-            raise HTTPException(400, str(e).replace("--pages", "pages=")) from None
-        try:
-            info: SourceInfo = await self.pool.run(open_source, str(path), None, self.settings.max_image_pixels)
-        except DocumentError as e:
-            raise HTTPException(422, f"{filename}: {e}") from None
-        except WorkerCrash as e:
-            raise HTTPException(422, f"{filename}: {e}") from None
-        if selected_list is None:
-            selected = info.page_count
-        else:
-            selected = sum(1 for i in selected_list if i < info.page_count)
-            if selected == 0:
-                raise HTTPException(422, f"{filename}: pages={pages} selects none of its {info.page_count} pages")
+            info: SourceInfo = await self.pool.run(open_source, str(path), password or None,
+                                                   self.settings.max_image_pixels)
+        except (DocumentError, WorkerCrash) as e:
+            msg = str(e)
+            msg = msg.replace("(--password)", f"({PASSWORD_HINT})").replace("--password", "the 'password' field")
+            raise BadDocument(f"{filename}: {_scrub(msg, path, filename)}") from None
+        indices = None if sel is None else await asyncio.to_thread(clip_selection, sel, info.page_count)
+        selected = info.page_count if indices is None else len(indices)
+        if indices is not None and selected == 0:
+            raise BadDocument(f"{filename}: pages={pages[:80]} selects none of its {info.page_count} pages")
         if selected > self.settings.max_pages:
-            raise HTTPException(413, f"{filename}: {selected} pages to convert; the limit is {self.settings.max_pages}")
-        return Checked(path=path, filename=filename, info=info, pages=pages, selected=selected)
+            raise TooManyPages(f"{filename}: {selected} pages to convert; the limit is {self.settings.max_pages}")
+        return Checked(path=path, filename=filename, info=info, selected=selected, password=password or None,
+                       pages=None if indices is None else page_spec(indices))
 
     # ------------------------------------------------------------------ converting
-    async def convert(self, checked: Checked, *, sink: Sink | None = None, stream: bool = False,
+    async def convert(self, checked: Checked, *, sink: Sink | None = None, stream: bool = False, owner: str = "",
                       on_page: Callable[[int, str, Any], None] | None = None,
-                      known_pages: dict[int, Any] | None = None) -> tuple[DocResult, bool, TapEngine]:
-        """Run the pipeline on one checked upload. Returns (result, interrupted, tap). on_page(index,
-        status, page) follows each page; known_pages (index -> Page, from an interrupted run of the same
-        upload) are used as they are, not converted again."""
-        tap = TapEngine(self.engine, self, sink, stream)
+                      known_pages: dict[int, Any] | None = None) -> tuple[DocResult, bool]:
+        """Run the pipeline on one checked upload. Returns (result, interrupted). on_page(index, status,
+        page) follows each page; known_pages (index -> Page, from an interrupted run of the same upload)
+        are used as they are, not converted again. owner: who may fetch the page images (a key's id)."""
+        tap = ConversionTap(self.metrics, self.images, sink, stream, owner)
 
         async def fallback() -> Engine:
-            return TapEngine(await self.fallback_engine(), self, sink, stream, rescue=True,
-                             final_blocks=tap.final_blocks)
+            return tap.engine(await self.fallback_engine(), rescue=True)
 
         def on_event(kind: str, data: dict[str, Any]) -> None:
             if kind == "page_done":
-                if not data.get("resumed"):
-                    self.metrics.pages.labels(status=data["status"]).inc()
-                    if data["status"] == "failed":
-                        self.metrics.failures.labels(kind="page").inc()
+                tap.page_done(data["index"], data["status"], data.get("error"), data.get("page"),
+                              bool(data.get("resumed")))
                 if on_page:
                     on_page(data["index"], data["status"], data.get("page"))
-                if sink is not None:
-                    sink("page_done", {
-                        "page": data["index"], "status": data["status"], "error": data.get("error"),
-                        "blocks": [b.model_dump() for b in tap.final_blocks.get(data["index"], [])],
-                    })
 
-        conv = Converter(engine=tap, model=self.profile, settings=self.settings, pages=checked.pages,
-                          pool=self.pool, figures=False, on_event=on_event, fallback_engine=fallback,
-                          known_pages=(lambda name, sha: known_pages) if known_pages else None)
+        conv = Converter(engine=tap.engine(self.engine), model=self.profile, settings=self.settings,
+                         pages=checked.pages, password=checked.password, pool=self.pool, figures=False,
+                         on_event=on_event, fallback_engine=fallback,
+                         known_pages=(lambda name, sha: known_pages) if known_pages else None)
         try:
             summary = await conv.run([checked.path])
         finally:
+            tap.close()  # before any await: runs under a cancellation too
             await conv.aclose()
         if not summary.results:
-            result = DocResult(name=checked.filename, path=str(checked.path), status="failed",
+            result = DocResult(name=checked.filename, path=checked.filename, status="failed",
                                error="interrupted" if summary.interrupted else "no result")
         else:
             result = summary.results[0]
+        result.path = checked.filename
+        result.error = _scrub(result.error, checked.path, checked.filename)
+        if result.document is not None:
+            result.document.source.path = checked.filename  # never the data directory's path
         if not summary.interrupted:
             self.metrics.documents.labels(status=result.status).inc()
             if result.document is None:
                 self.metrics.failures.labels(kind="document").inc()
-        return result, summary.interrupted, tap
+        return result, summary.interrupted
 
     async def ready(self) -> bool:
         try:

@@ -3,7 +3,8 @@
 A finished job keeps its result; its input is removed at once. A job deleted while it runs is cancelled
 (`cancel`); its id is remembered only until that cancellation has been handled. Each converted page is
 kept in the job's `pages/` folder until the job ends, so a job interrupted by a stop (or a kill) goes
-on after the restart from where it was: only its missing pages are converted.
+on after the restart from where it was: only its missing pages are converted. An encrypted upload's
+password is kept in its input folder (owner-only file) and goes with the input when the job ends.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ocrserve.document import Page
+from ocrserve.document import Document, Page
 from ocrserve.render import render_json
 from ocrserve.api.jobs import JobStore
 from ocrserve.api.service import Checked, Service
@@ -101,10 +102,13 @@ class JobWorker:
             counts["failed"] += status == "failed"
             self.store.progress(job_id, counts["done"], counts["failed"])
 
-        checked = Checked(path=Path(job["input_path"]), filename=job["filename"], info=None, pages=job["pages"],
-                          selected=job["pages_total"])
+        path = Path(job["input_path"])
+        password = await asyncio.to_thread(load_password, path.parent)
+        checked = Checked(path=path, filename=job["filename"], info=None, pages=job["pages"],
+                          selected=job["pages_total"], password=password)
         try:
-            result, interrupted, _ = await self.service.convert(checked, on_page=on_page, known_pages=known)
+            result, interrupted = await self.service.convert(checked, on_page=on_page, known_pages=known,
+                                                             owner=job["key"])
         except asyncio.CancelledError:
             interrupted = True
             result = None
@@ -126,7 +130,7 @@ class JobWorker:
             return
         doc = result.document
         try:
-            await asyncio.to_thread(self._write_result, job_id, render_json(doc))
+            await asyncio.to_thread(self._write_result, job_id, doc)  # rendered there: off the event loop
         except OSError as e:
             await self._finish(job_id, "failed", error=f"cannot write the result: {e}")
             return
@@ -140,14 +144,32 @@ class JobWorker:
             await asyncio.to_thread(self.store.drop_input, job_id)
             await asyncio.to_thread(shutil.rmtree, self.store.pages_dir(job_id), True)
 
-    def _write_result(self, job_id: str, text: str) -> None:
+    def _write_result(self, job_id: str, doc: Document) -> None:
         """In a thread, which runs to its end even if the job is cancelled meanwhile: a job deleted while
         its result was written leaves no folder behind (the check comes after the write)."""
         try:
-            _write_atomic(self.store.result_path(job_id), text)
+            _write_atomic(self.store.result_path(job_id), render_json(doc))
         finally:
             if self.store.owner(job_id) is None:  # deleted meanwhile
                 shutil.rmtree(self.store.job_dir(job_id), ignore_errors=True)
+
+
+_PASSWORD_FILE = ".password"
+
+
+def save_password(input_dir: Path, password: str) -> None:
+    """An encrypted upload's password, kept beside it (owner-only) until the job ends and its input goes."""
+    path = input_dir / _PASSWORD_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(password)
+
+
+def load_password(input_dir: Path) -> str | None:
+    try:
+        return (input_dir / _PASSWORD_FILE).read_text(encoding="utf-8") or None
+    except OSError:
+        return None
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -159,12 +159,13 @@ def _start_api(port: int, host: str, endpoints: list[str], served_model: str, pr
     import uvicorn
 
     from ocrserve.api import create_app
+    from ocrserve.api.server import uvicorn_options
     from ocrserve.settings import get_settings
 
     # one openai engine over every replica (comma-separated URLs: pages go to the least busy one)
     settings = get_settings(server=",".join(endpoints), served_model=served_model, model=profile, engine="openai")
     asgi = create_app(settings)
-    server = uvicorn.Server(uvicorn.Config(asgi, host=host, port=port, log_level="info"))
+    server = uvicorn.Server(uvicorn.Config(asgi, host=host, port=port, log_level="info", **uvicorn_options(settings)))
     server.install_signal_handlers = lambda: None  # the supervisor owns SIGINT/SIGTERM
     threading.Thread(target=server.run, name="ocr-api", daemon=True).start()
     typer.echo(f"OCR API: http://{host}:{port}  (replicas: {shlex.join(endpoints)})")

@@ -186,3 +186,46 @@ def test_no_request_leaves_its_upload_behind(api_open: ApiProcess, pdfs, tmp_pat
     # and nothing held the key's slots
     assert all(c.post("/v1/convert", files={"file": ("a.pdf", pdfs["one"].read_bytes())}).status_code == 200
                for _ in range(PER_KEY + 1))
+
+
+def _page_metrics(api: ApiProcess) -> tuple[dict[str, float], float]:
+    """(ocrserve_pages_total by status, ocrserve_page_latency_seconds_count) from /metrics."""
+    pages: dict[str, float] = {}
+    latency = 0.0
+    for line in httpx.get(api.url + "/metrics", timeout=10).text.splitlines():
+        if line.startswith("ocrserve_pages_total{"):
+            pages[line.split('status="')[1].split('"')[0]] = float(line.split()[-1])
+        elif line.startswith("ocrserve_page_latency_seconds_count "):
+            latency = float(line.split()[-1])
+    return pages, latency
+
+
+def test_metrics_count_every_page_once_when_a_client_drops_its_stream(api_open: ApiProcess, standin: StandIn,  # noqa: F811
+                                                                      pdfs) -> None:
+    before, lat0 = _page_metrics(api_open)
+    standin.control(delay_s=30)  # the pages stay at the model server while the client goes away
+
+    async def drop() -> None:
+        async with httpx.AsyncClient(base_url=api_open.url, timeout=60) as c:
+            async with c.stream("POST", "/v1/convert", params={"stream": "true"},
+                                files={"file": ("b.pdf", pdfs["three"].read_bytes())}) as r:
+                assert r.status_code == 200
+                async for line in r.aiter_lines():
+                    if line.startswith("event: page_started"):
+                        break  # mid-stream: pages are at the engine
+
+    asyncio.run(drop())
+    _wait_for("pages at the engine after the stream went away", lambda: _in_flight(api_open) == 0)
+
+    def agreed():
+        pages, lat = _page_metrics(api_open)
+        counted = sum(pages.values()) - sum(before.values())
+        return (counted, lat - lat0, pages.get("cancelled", 0) - before.get("cancelled", 0)) \
+            if counted == lat - lat0 and counted >= 1 else None
+
+    counted, timed, cancelled = _wait_for("every page counted once, with its latency", agreed)
+    assert cancelled >= 1  # the pages the client left are counted, under `cancelled`
+    standin.control(delay_s=0)
+    assert _convert_ok(api_open, pdfs["one"]) is not None  # an ordinary page after it: both move by one
+    pages, lat = _page_metrics(api_open)
+    assert sum(pages.values()) - sum(before.values()) == lat - lat0 == counted + 1

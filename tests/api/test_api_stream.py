@@ -1,20 +1,20 @@
 """The incremental block splitter: blocks come out as soon as their HTML closes, whatever the chunking; the
-engine tap: a retried attempt resets the page at once, a given-up page is reset, a rescued page streams."""
+engine tap: a retried attempt resets the page at once, a given-up page is reset, a rescued page's blocks come
+from the pipeline's Page (the page's one parse); page metrics agree whatever happens."""
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-from types import SimpleNamespace
-
 import pytest
 from PIL import Image
 
 from ocrserve import parse_output
 from ocrserve.engines import EngineResult, PageInput
 from ocrserve.profiles import load_profile
+from ocrserve.api.images import PageImages
 from ocrserve.api.metrics import Metrics
-from ocrserve.api.service import ImageCache, TapEngine
+from ocrserve.api.tap import ConversionTap
 from ocrserve.api.stream import BlockSplitter, parse_block
 from tests.fakes.standin import chandra_output
 
@@ -84,9 +84,13 @@ class _Script:
         return None
 
 
-def _tap(engine, events, **kw) -> TapEngine:
-    service = SimpleNamespace(metrics=Metrics(lambda: 0, lambda: 0), images=ImageCache(4))
-    return TapEngine(engine, service, lambda kind, data: events.append((kind, data)), True, **kw)
+def _conv(events) -> ConversionTap:
+    return ConversionTap(Metrics(lambda: 0, lambda: 0), PageImages(10_000_000),
+                         lambda kind, data: events.append((kind, data)), True)
+
+
+def _tap(engine, events, **kw):
+    return _conv(events).engine(engine, **kw)
 
 
 def _page() -> PageInput:
@@ -117,19 +121,68 @@ def test_an_empty_delta_resets_the_page_at_once() -> None:
     assert [b["html"] for b in retry] == [b.html for b in parse_output(raw, "chandra-1", (612, 792)).blocks]
 
 
-def test_a_given_up_page_is_reset_and_the_rescue_tap_streams_its_blocks() -> None:
+def test_a_given_up_page_is_reset_and_the_rescued_page_sends_the_pipelines_blocks() -> None:
     raw = _raw("rescue")
     events: list = []
     first, second = raw.split("\n")[:2]
-    tap = _tap(_Script([first + "\n", second[:20]], raw, ok=False), events)
-    res = asyncio.run(tap.ocr(_page()))
+    conv = _conv(events)
+    res = asyncio.run(conv.engine(_Script([first + "\n", second[:20]], raw, ok=False)).ocr(_page()))
     assert not res.ok
     assert [k for k, _ in events] == ["page_started", "block", "page_reset"]  # what was sent is void
     events.clear()
     lite = _Script([], raw)  # a non-streaming engine (as lite is called by the fallback)
-    rescue = _tap(lite, events, rescue=True, final_blocks=tap.final_blocks)
-    asyncio.run(rescue.ocr(_page()))
-    want = parse_output(raw, "chandra-1", (612, 792)).blocks
-    assert [k for k, _ in events] == ["block"] * len(want)  # no second page_started
-    assert [d["block"]["html"] for _, d in events] == [b.html for b in want]
-    assert [b.html for b in tap.final_blocks[0]] == [b.html for b in want]  # page_done reports these
+    asyncio.run(conv.engine(lite, rescue=True).ocr(_page()))
+    assert events == []  # nothing parsed here: the pipeline's Page is the page's one parse
+    page = parse_output(raw, "chandra-1", (612, 792), index=0)
+    conv.page_done(0, "fallback", "gave up", page)
+    want = [b.html for b in page.blocks]
+    assert [k for k, _ in events] == ["block"] * len(want) + ["page_done"]  # no second page_started, no reset
+    assert [d["block"]["html"] for k, d in events if k == "block"] == want
+    assert [b["html"] for b in events[-1][1]["blocks"]] == want and events[-1][1]["status"] == "fallback"
+
+
+def test_a_streamed_page_that_matches_its_answer_is_not_sent_again() -> None:
+    raw = _raw("exact")
+    events: list = []
+    conv = _conv(events)
+    asyncio.run(conv.engine(_Script([b + "\n" for b in raw.split("\n")], raw + "\n")).ocr(_page()))
+    streamed = [d["block"]["html"] for k, d in events if k == "block"]
+    conv.page_done(0, "ok", None, parse_output(raw + "\n", "chandra-1", (612, 792), index=0))
+    assert [k for k, _ in events].count("block") == len(streamed) and events[-1][0] == "page_done"
+    assert [b["html"] for b in events[-1][1]["blocks"]] == streamed
+
+
+def _samples(metrics: Metrics) -> dict[str, float]:
+    out = {}
+    for fam in metrics.registry.collect():
+        for s in fam.samples:
+            if s.name == "ocrserve_pages_total":
+                out[s.labels["status"]] = s.value
+            elif s.name == "ocrserve_page_latency_seconds_count":
+                out["latency_count"] = s.value
+    return out
+
+
+def test_pages_cancelled_at_the_engine_or_after_it_are_counted_once_with_their_latency() -> None:
+    events: list = []
+    conv = _conv(events)
+
+    class Hang(_Script):
+        async def ocr(self, page, *, on_delta=None):
+            await asyncio.sleep(3600)
+
+    async def main() -> None:
+        done = asyncio.create_task(conv.engine(_Script([], _raw("a"))).ocr(_page()))  # answered, never finished
+        await done
+        stuck = asyncio.create_task(conv.engine(Hang([], "")).ocr(PageInput("doc", 1, image=Image.new("RGB", (8, 8)),
+                                                                            width=612, height=792)))
+        await asyncio.sleep(0.01)
+        stuck.cancel()  # the client went away while the page was at the engine
+        with pytest.raises(asyncio.CancelledError):
+            await stuck
+
+    asyncio.run(main())
+    assert _samples(conv.metrics) == {"latency_count": 0}  # nothing counted before the end
+    conv.close()
+    got = _samples(conv.metrics)
+    assert got == {"cancelled": 2, "latency_count": 2}, got

@@ -245,3 +245,17 @@ def test_viewer_with_the_lite_engine_boxes_line_up_with_the_page_text(lite_api: 
     # page 1 whole and the top of page 2 (its table and list): docs/viewer.png with OCRSERVE_VIEWER_SCREENSHOT
     shot = _screenshot(cdp, Path(os.environ.get("OCRSERVE_VIEWER_SCREENSHOT") or "/dev/null"), height=1560)
     assert len(shot) > 50_000
+
+
+def test_api_docs_render_offline_from_the_package(api: ApiProcess, chromium: CDP) -> None:  # noqa: F811
+    cdp = chromium
+    cdp.call("Page.enable")
+    cdp.call("Page.navigate", url=api.url + "/docs")
+    n = int(cdp.wait("document.body && document.body.dataset.ready"))
+    ops = cdp.eval("[...document.querySelectorAll('section.op h3')].map(h => h.textContent)")
+    assert n == len(ops) >= 8 and "post/v1/convert" in ops and "get/v1/jobs/{job_id}/result" in ops, ops
+    convert = cdp.eval("""[...document.querySelectorAll('section.op')].find(s =>
+        s.querySelector('h3').textContent === 'post/v1/convert').textContent""")
+    assert "multipart/form-data" in convert and "password" in convert and "X-OCR-Status" in convert
+    loaded = cdp.eval("performance.getEntriesByType('resource').map(e => e.name)")
+    assert loaded and all(u.startswith(api.url + "/") for u in loaded), loaded  # nothing from a CDN

@@ -18,7 +18,7 @@ function colorFor(label) {
 }
 
 const $ = (sel) => document.querySelector(sel);
-const state = { pages: new Map(), labels: new Set() };
+const state = { pages: new Map(), labels: new Set(), key: "" };
 
 function setStatus(text, error = false) {
   const el = $("#status");
@@ -63,10 +63,20 @@ function onPageStarted(d) {
   if (d.image) {
     const img = document.createElement("img");
     img.alt = `page ${d.page + 1}`;
-    img.src = d.image;
     v.sheet.prepend(img);
     v.image = img;
+    loadImage(img, d.image);
   }
+}
+
+// With API keys configured a page image is only for the key that converted the page: fetch it with the
+// key and show it from a blob URL (an <img src> cannot send the Authorization header).
+async function loadImage(img, url) {
+  if (!state.key) { img.src = url; return; }
+  try {
+    const r = await fetch(url, { headers: { Authorization: `Bearer ${state.key}` } });
+    if (r.ok) img.src = URL.createObjectURL(await r.blob());
+  } catch (e) { /* no page image: the boxes are drawn all the same */ }
 }
 
 // An image block (Image, Figure, ...) comes as <img alt="description"> without a source: show the part
@@ -189,6 +199,7 @@ function dispatch(raw) {
 
 async function convert(file, pages, key) {
   state.pages.clear();
+  state.key = key;
   $("#pages").replaceChildren();
   delete document.body.dataset.done;
   const form = new FormData();

@@ -1,0 +1,1 @@
+"""The HTTP routes, one APIRouter module per area; `app.py` includes them."""

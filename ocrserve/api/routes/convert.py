@@ -1,0 +1,103 @@
+"""POST /v1/convert: one document converted while the client waits (JSON, Markdown, HTML, or SSE)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import shutil
+import uuid
+from functools import partial
+from typing import Any, Callable
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
+
+from ocrserve.render import render_json
+from ocrserve.api.deps import Context, caller, context
+from ocrserve.api.errors import BadDocument
+from ocrserve.api.routes.common import INPUT_DOC, STATUS_HEADER, STATUS_HEADER_DOC, Format, render, render_text
+from ocrserve.api.routes.sse import EventStream, Hold, done_unless_gone
+from ocrserve.api.routes.upload import read_upload
+from ocrserve.api.service import Checked
+
+log = logging.getLogger(__name__)
+
+CONVERT_DOC = (
+    "Convert one document (PDF or image) and answer with the result.\n\n"
+    "A document whose pages failed is still a `200` with the Document, whose failed pages carry their "
+    f"error: check the `{STATUS_HEADER}` header (`ok`, `fallback` or `failed`) or the pages' `status`. "
+    "A file that cannot be opened at all is a `422`; an encrypted PDF needs its `password` field.\n\n"
+    "With `stream=true` the answer is a Server-Sent Events stream: `page_started` (page size and image), "
+    "`block` (each layout block as soon as its HTML closes in the model's output), `page_reset` (drop the "
+    "page's blocks so far: a retried attempt, or a page handed to the fallback), `page_done` (status "
+    "ok, fallback or failed, and the page's final blocks), then `done` (the Document and its status) or `error`."
+)
+
+router = APIRouter(tags=["convert"])
+
+
+@router.post("/v1/convert", openapi_extra=INPUT_DOC, description=CONVERT_DOC,
+             responses={200: {"description": "Document JSON, Markdown or HTML; with stream=true an SSE stream "
+                                             "of page_started, block, page_reset, page_done, done, error events",
+                              "headers": {STATUS_HEADER: STATUS_HEADER_DOC}}})
+async def convert(request: Request, who: str = Depends(caller), format: Format = Query("json"),
+                  pages: str | None = Query(None, description="page ranges, e.g. 1-3,7"),
+                  stream: bool = Query(False, description="answer with Server-Sent Events")):
+    ctx = context(request)
+    s = ctx.settings
+    work = ctx.uploads / uuid.uuid4().hex
+    try:  # the body is read before a slot is taken: a slow or bodiless upload holds no slot
+        up = await read_upload(request, work, s.max_upload_bytes, s.api_body_timeout_s)
+        ctx.limiter.acquire(who)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    hold = Hold(ctx.limiter, who, work)
+    svc = ctx.service
+    task: asyncio.Task | None = None
+    handed_off = False
+    try:
+        checked = await svc.inspect(up.path, up.filename, pages, up.password)
+        if stream:
+            handed_off = True
+            return EventStream(partial(_stream_events, ctx, checked, format, who), hold)
+        task = asyncio.create_task(svc.convert(checked, owner=who))
+        task.add_done_callback(hold.release_cb)  # the slot is the work's: back once the work has stopped
+        if not await done_unless_gone(task, request):
+            log.info("client went away: conversion of %s stopped", up.filename)
+            return Response(status_code=499)  # nobody reads it; uvicorn drops it
+        result, _ = task.result()
+        if result.document is None:
+            raise BadDocument(f"{up.filename}: {result.error}")
+        resp = await render(result.document, format, s.keep_headers_footers)
+        resp.headers[STATUS_HEADER] = result.document.status
+        return resp
+    finally:
+        if task is not None and not task.done():
+            task.cancel()  # no await here: this may run under a cancellation (released by the callback)
+        elif not handed_off:
+            hold.release()
+
+
+async def _stream_events(ctx: Context, checked: Checked, fmt: str, who: str,
+                         sink: Callable[[str, Any], None]) -> None:
+    """One streamed conversion: its events into sink, then `done` (or `error`)."""
+    try:
+        result, interrupted = await ctx.service.convert(checked, sink=sink, stream=True, owner=who)
+        if result.document is not None:
+            sink("done", await asyncio.to_thread(_done_payload, result, fmt, ctx.settings.keep_headers_footers))
+        elif not interrupted:
+            sink("error", {"error": f"{checked.filename}: {result.error}"})
+    except Exception as e:  # noqa: BLE001 - reported to the client as an event
+        log.exception("streaming conversion of %s", checked.filename)
+        ctx.metrics.failures.labels(kind="internal").inc()
+        sink("error", {"error": f"internal error: {e!r}"})
+
+
+def _done_payload(result, fmt: str, keep_hf: bool) -> dict[str, Any]:
+    doc = result.document
+    payload: dict[str, Any] = {"status": result.status, "document": json.loads(render_json(doc))}
+    if fmt in ("md", "html"):
+        payload["markdown" if fmt == "md" else "html"] = render_text(doc, fmt, keep_hf)[0]
+    return payload
