@@ -114,13 +114,18 @@ class Document(BaseModel):
         return "ok"
 
 
-def json_schema() -> dict:
-    """JSON Schema of the Document JSON (published as ocrserve/schemas/document.schema.json)."""
-    schema = Document.model_json_schema()
+def published_schema(model: type[BaseModel], name: str, version: str) -> dict:
+    """The JSON Schema of a published format (ocrserve/schemas/<name>.schema.json)."""
+    schema = model.model_json_schema()
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = f"https://ocrserve.dev/schemas/document-{SCHEMA_VERSION}.json"
+    schema["$id"] = f"https://ocrserve.dev/schemas/{name}-{version}.json"
     return schema
 
 
-def write_json_schema(path: Path) -> None:
-    path.write_text(json.dumps(json_schema(), indent=2) + "\n", encoding="utf-8")
+def json_schema() -> dict:
+    """JSON Schema of the Document JSON (published as ocrserve/schemas/document.schema.json)."""
+    return published_schema(Document, "document", SCHEMA_VERSION)
+
+
+def write_json_schema(path: Path, schema: dict | None = None) -> None:
+    path.write_text(json.dumps(schema or json_schema(), indent=2) + "\n", encoding="utf-8")

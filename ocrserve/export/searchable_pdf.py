@@ -254,6 +254,15 @@ def _add_lines(pdf, page, font: _LayerFont, frame: _Frame, lines: list[PlacedLin
     return added
 
 
+def _write_layers(pdf, plans) -> bytes:
+    """Each planned page gets its lines in one invisible font (the characters of the whole document)."""
+    font = _LayerFont(pdf, {c for _, _, lines in plans for ln in lines for c in ln.text})
+    for page, frame, lines in plans:
+        _add_lines(pdf, page, font, frame, lines)
+        page.close()
+    return _save(pdf)
+
+
 def _save(pdf) -> bytes:
     buf = io.BytesIO()
     pdf.save(buf)
@@ -290,11 +299,7 @@ def _pdf_source(doc: Document, path: Path, password: str | None) -> bytes:
             for page, _, _ in plans:
                 page.close()
             return path.read_bytes()  # nothing to add: the source as it is
-        font = _LayerFont(pdf, {c for _, _, lines in plans for ln in lines for c in ln.text})
-        for page, frame, lines in plans:
-            _add_lines(pdf, page, font, frame, lines)
-            page.close()
-        return _save(pdf)
+        return _write_layers(pdf, plans)
     finally:
         pdf.close()
 
@@ -347,11 +352,7 @@ def _image_source(doc: Document, path: Path, image_dpi: float) -> bytes:
             plans.append((page, _Frame(page), lines))
         if not plans:
             raise SearchablePdfError(f"{path}: the image has no frames")
-        font = _LayerFont(pdf, {c for _, _, lines in plans for ln in lines for c in ln.text})
-        for page, frame, lines in plans:
-            _add_lines(pdf, page, font, frame, lines)
-            page.close()
-        return _save(pdf)
+        return _write_layers(pdf, plans)
     finally:
         pdf.close()
 

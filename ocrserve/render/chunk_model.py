@@ -7,6 +7,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ocrserve.document import published_schema, write_json_schema
+
 CHUNK_SCHEMA_VERSION = "1.0"
 
 
@@ -40,11 +42,8 @@ class Chunk(BaseModel):
 
 
 def chunk_json_schema() -> dict:
-    schema = Chunk.model_json_schema()
-    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
-    schema["$id"] = f"https://ocrserve.dev/schemas/chunk-{CHUNK_SCHEMA_VERSION}.json"
-    return schema
+    return published_schema(Chunk, "chunk", CHUNK_SCHEMA_VERSION)
 
 
 def write_chunk_json_schema(path: Path) -> None:
-    path.write_text(json.dumps(chunk_json_schema(), indent=2) + "\n", encoding="utf-8")
+    write_json_schema(path, chunk_json_schema())
