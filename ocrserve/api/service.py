@@ -208,7 +208,7 @@ class Service:
         if selected_list is None:
             selected = info.page_count
         else:
-            selected = sum(1 for i in selected_list if i < info.page_count)
+            selected = selected_list.count(info.page_count)
             if selected == 0:
                 raise HTTPException(422, f"{filename}: pages={pages} selects none of its {info.page_count} pages")
         if selected > self.settings.max_pages:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import bisect
 import glob
 import hashlib
 import logging
+import os
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable, Iterator
 
 from ocrserve.ingest.sniff import DOC_EXTENSIONS, sniff_file
 
@@ -120,32 +124,83 @@ def _safe_name(stem: str) -> str:
     return "/".join(clean) or "document"
 
 
-MAX_PAGE_RANGE = 1_000_000  # a page range wider than this is a typo, not a document
+MAX_PAGE_NUMBER = 1_000_000  # a page number above this is a typo, not a document
+MAX_PAGE_RANGES = 1_000      # ranges in one selection; more is not a page selection a person wrote
 
 
-def parse_page_ranges(spec: str | None) -> list[int] | None:
-    """'1-5,9' -> [0,1,2,3,4,8] (0-based, sorted, unique). None/'' -> all pages."""
-    if spec is None or not str(spec).strip():
+@dataclass(frozen=True)
+class PageSelection:
+    """Selected pages as sorted, merged, 0-based half-open ranges [start, stop).
+
+    Small whatever it selects (`1-1000000` is one range): membership is a binary search and
+    `indices(page_count)` lists only pages a document of `page_count` pages has.
+    """
+
+    ranges: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def of(cls, pages: Iterable[int]) -> "PageSelection":
+        """From 0-based page indices (the Python API's list form)."""
+        return cls(_merge((i, i + 1) for i in pages))
+
+    def __contains__(self, index: object) -> bool:
+        if not isinstance(index, int):
+            return False
+        k = bisect.bisect_right(self.ranges, (index, float("inf"))) - 1
+        return k >= 0 and self.ranges[k][0] <= index < self.ranges[k][1]
+
+    def indices(self, page_count: int) -> list[int]:
+        """The selected 0-based pages of a document with `page_count` pages, in order."""
+        return [i for a, b in self.ranges if a < page_count for i in range(a, min(b, page_count))]
+
+    def count(self, page_count: int) -> int:
+        return sum(max(0, min(b, page_count) - a) for a, b in self.ranges)
+
+
+def _merge(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    out: list[list[int]] = []
+    for a, b in sorted(ranges):
+        if a < 0:
+            raise InputError(f"page index {a} is negative")
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return tuple((a, b) for a, b in out)
+
+
+_RANGE = re.compile(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?")
+
+
+def parse_page_ranges(spec: "str | PageSelection | Iterable[int] | None") -> PageSelection | None:
+    """'1-5,9' -> PageSelection(((0, 5), (8, 9))) (0-based, sorted, merged). None/'' -> all pages.
+
+    A PageSelection is returned as it is; an iterable of ints is taken as 0-based indices.
+    At most MAX_PAGE_RANGES ranges and page numbers up to MAX_PAGE_NUMBER: the work is linear in the
+    length of the text, never in the number of pages selected.
+    """
+    if spec is None or isinstance(spec, PageSelection):
+        return spec
+    if not isinstance(spec, str):
+        return PageSelection.of(spec)
+    if not spec.strip():
         return None
-    pages: set[int] = set()
-    for part in str(spec).split(","):
-        part = part.strip()
-        if not part:
+    shown = spec if len(spec) <= 80 else spec[:77] + "..."
+    parts = spec.split(",", MAX_PAGE_RANGES)
+    if len(parts) > MAX_PAGE_RANGES:
+        raise InputError(f"--pages {shown!r}: more than {MAX_PAGE_RANGES:,} page ranges")
+    ranges: list[tuple[int, int]] = []
+    for part in parts:
+        if not part.strip():
             continue
-        try:
-            if "-" in part:
-                a, b = part.split("-", 1)
-                lo, hi = int(a), int(b)
-                if lo < 1 or hi < lo:
-                    raise ValueError
-                if hi - lo > MAX_PAGE_RANGE:
-                    raise InputError(f"--pages {spec!r}: {part!r} spans more than {MAX_PAGE_RANGE:,} pages")
-                pages.update(range(lo - 1, hi))
-            else:
-                n = int(part)
-                if n < 1:
-                    raise ValueError
-                pages.add(n - 1)
-        except ValueError:
-            raise InputError(f"--pages {spec!r}: {part!r} is not a page number or range like 1-5") from None
-    return sorted(pages)
+        m = _RANGE.fullmatch(part)
+        if m is None or len(part) > 40:
+            raise InputError(f"--pages {shown!r}: {part.strip()[:40]!r} is not a page number or range like 1-5")
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) is not None else lo
+        if lo < 1 or hi < lo:
+            raise InputError(f"--pages {shown!r}: {part.strip()!r} is not a page number or range like 1-5")
+        if hi > MAX_PAGE_NUMBER:
+            raise InputError(f"--pages {shown!r}: {part.strip()!r}: page numbers above {MAX_PAGE_NUMBER:,} are not accepted")
+        ranges.append((lo - 1, hi))
+    return PageSelection(_merge(ranges))

@@ -113,7 +113,7 @@ class Converter:
         self.settings = settings or get_settings()
         self.profile = load_profile(model or self.settings.model)
         self.output_dir = Path(output_dir) if output_dir else None
-        self.page_filter = parse_page_ranges(pages) if isinstance(pages, str) or pages is None else sorted(set(pages))
+        self.page_filter = parse_page_ranges(pages)
         self.password = password
         self.force = force
         self.fallback = self.settings.fallback if fallback is None else fallback
@@ -352,7 +352,7 @@ class Converter:
                 order[src.name] = n
                 indices = list(range(info.page_count))
                 if self.page_filter is not None:
-                    indices = [i for i in self.page_filter if i < info.page_count]
+                    indices = self.page_filter.indices(info.page_count)
                 if not indices:
                     r = DocResult(name=src.name, path=str(src.path), status="failed",
                                   error=f"no pages selected (the document has {info.page_count})")

@@ -164,7 +164,7 @@ def run_ray_convert(
         engine_options["server"] = server
     if concurrency:
         engine_options["concurrency"] = concurrency
-    page_filter = parse_page_ranges(pages) if isinstance(pages, str) or pages is None else sorted(set(pages))
+    page_filter = parse_page_ranges(pages)
     keep_hf = settings.keep_headers_footers if keep_headers_footers is None else keep_headers_footers
 
     def emit(kind: str, **data: Any) -> None:

@@ -31,6 +31,7 @@ from ocrserve.pipeline.page import with_fallback
 from ocrserve.engines import Engine, EngineResult, PageInput, create_engine
 from ocrserve.ingest.pool import WorkerCrash
 from ocrserve.ingest.raster import Budget, DocumentError, open_source, render_page
+from ocrserve.ingest.sources import PageSelection
 from ocrserve.pipeline.page import finish_page
 from ocrserve.profiles import Profile, load_profile
 from ocrserve.settings import Settings
@@ -69,7 +70,7 @@ class StageConfig:
     budget: Budget
     password: str | None = None
     max_image_pixels: int = 200_000_000
-    page_filter: list[int] | None = None
+    page_filter: PageSelection | None = None
     figures: bool = True
     keep_raw: bool = False
 
@@ -91,7 +92,7 @@ def open_doc(doc: dict[str, Any], cfg: StageConfig) -> list[dict[str, Any]]:
         return [make_row(kind="skipped", **meta)]
     indices = list(range(info.page_count))
     if cfg.page_filter is not None:
-        indices = [i for i in cfg.page_filter if i < info.page_count]
+        indices = cfg.page_filter.indices(info.page_count)
     if not indices:
         return [make_row(kind="failed", error=f"no pages selected (the document has {info.page_count})", **meta)]
     return [make_row(kind="page", n_pages=len(indices), index=i, **meta) for i in indices]
