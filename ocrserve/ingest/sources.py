@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import bisect
+import errno
 import glob
 import hashlib
 import logging
 import os
 import re
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,47 +38,125 @@ def _is_glob(s: str) -> bool:
     return any(c in s for c in "*?[")
 
 
-def _folder_files(root: Path) -> list[Path]:
-    out = []
-    for p in sorted(root.rglob("*")):
-        if not p.is_file() or any(part.startswith(".") for part in p.relative_to(root).parts):
-            continue
-        if p.suffix.lower() in DOC_EXTENSIONS:
-            out.append(p)
-        elif not p.suffix:
+@dataclass(frozen=True)
+class InputProblem:
+    """Something an input holds that cannot be read as a document: named, with the reason, so the
+    run reports it as failed instead of leaving it out without a word."""
+
+    path: Path
+    reason: str
+    name: str = ""      # the output name it would have had (for the run's order and events)
+
+
+def _os_reason(e: OSError) -> str:
+    return e.strerror or str(e)
+
+
+def _folder_entries(root: Path) -> list[Path | InputProblem]:
+    """Documents under a folder (recursive, hidden entries left out) and what could not be read there.
+
+    Symlinks are followed: one to a folder is walked, unless it leads back into a folder being walked
+    (a loop) or to one walked already; a dangling symlink, a loop and a folder or extensionless file
+    that cannot be read are each an InputProblem.
+    """
+    out: list[Path | InputProblem] = []
+    seen_dirs: set[tuple[int, int]] = set()
+
+    def walk(folder: Path, ancestors: tuple[tuple[int, int], ...]) -> None:
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as e:
+            out.append(InputProblem(folder, f"cannot read folder: {_os_reason(e)}"))
+            return
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            p = folder / entry.name
             try:
-                if sniff_file(p):
-                    out.append(p)
-            except OSError:
-                pass
+                st = os.stat(p)  # follows symlinks
+            except OSError as e:
+                if entry.is_symlink():
+                    target = _readlink(p)
+                    if e.errno == errno.ELOOP:
+                        out.append(InputProblem(p, f"symlink loop (-> {target})"))
+                    elif isinstance(e, FileNotFoundError):
+                        out.append(InputProblem(p, f"dangling symlink (-> {target}: no such file)"))
+                    else:
+                        out.append(InputProblem(p, f"symlink -> {target}: {_os_reason(e)}"))
+                else:
+                    out.append(InputProblem(p, f"cannot read: {_os_reason(e)}"))
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                key = (st.st_dev, st.st_ino)
+                if key in ancestors:
+                    out.append(InputProblem(p, f"symlink loop (-> {_readlink(p)}, a folder that holds it)"))
+                elif key not in seen_dirs:  # a folder reached twice is walked once
+                    seen_dirs.add(key)
+                    walk(p, ancestors + (key,))
+            elif stat.S_ISREG(st.st_mode):
+                if p.suffix.lower() in DOC_EXTENSIONS:
+                    out.append(p)  # an unreadable one fails at open, with its reason
+                elif not p.suffix:
+                    try:
+                        if sniff_file(p):
+                            out.append(p)
+                    except OSError as e:
+                        out.append(InputProblem(p, f"cannot read: {_os_reason(e)}"))
+
+    st = os.stat(root)
+    seen_dirs.add((st.st_dev, st.st_ino))
+    walk(root, ((st.st_dev, st.st_ino),))
     return out
 
 
+def _readlink(p: Path) -> str:
+    try:
+        return os.readlink(p)
+    except OSError:
+        return "?"
+
+
 def expand_inputs(inputs: list[str | Path], stdin=None) -> list[SourceFile]:
-    """Expand inputs into documents with unique, stable output names.
+    """The documents of expand_sources(); what could not be read is logged and left out."""
+    out = []
+    for item in expand_sources(inputs, stdin):
+        if isinstance(item, InputProblem):
+            log.warning("%s: %s", item.path, item.reason)
+        else:
+            out.append(item)
+    return out
+
+
+def expand_sources(inputs: list[str | Path], stdin=None) -> list[SourceFile | InputProblem]:
+    """Expand inputs into documents with unique, stable output names, in input order, and the
+    things found that cannot be read (InputProblem: path and reason), where they were found.
 
     Files in folders keep their path relative to the folder (a/x.pdf -> a/x); names that still
     collide get a short hash of their absolute path appended, so no two inputs share an output.
     """
-    pairs: list[tuple[Path, str]] = []  # (file, name stem with relative folder)
+    items: list[tuple[Path, str] | InputProblem] = []  # (file, name stem with relative folder) or a problem
     for raw in inputs:
         s = str(raw)
         if s == "-":
             stream = stdin or sys.stdin
             lines = [ln.strip() for ln in stream.read().splitlines() if ln.strip()]
-            pairs.extend((Path(ln), Path(ln).stem) for ln in lines)
+            items.extend((Path(ln), Path(ln).stem) for ln in lines)
             continue
         p = Path(s).expanduser()
         if p.is_dir():
-            files = _folder_files(p)
-            if not files:
+            entries = _folder_entries(p)
+            if not entries:
                 log.warning("folder %s holds no documents", p)
-            for f in files:
-                rel = f.relative_to(p)
+            for f in entries:
+                rel = (f.path if isinstance(f, InputProblem) else f).relative_to(p)
                 stem = (rel.parent / rel.stem).as_posix() if rel.parent != Path(".") else rel.stem
-                pairs.append((f, stem))
+                if isinstance(f, InputProblem):
+                    items.append(InputProblem(f.path, f.reason, _safe_name(rel.as_posix())))
+                else:
+                    items.append((f, stem))
         elif p.exists():
-            pairs.append((p, p.stem))
+            items.append((p, p.stem))
         elif _is_glob(s):
             matches = sorted(glob.glob(s, recursive=True))
             if not matches:
@@ -84,29 +164,42 @@ def expand_inputs(inputs: list[str | Path], stdin=None) -> list[SourceFile]:
             for m in matches:
                 mp = Path(m)
                 if mp.is_file():
-                    pairs.append((mp, mp.stem))
+                    items.append((mp, mp.stem))
+                elif mp.is_symlink() and not mp.exists():
+                    items.append(InputProblem(mp, f"dangling symlink (-> {_readlink(mp)})", _safe_name(mp.name)))
         else:
             # a listed file that does not exist still gets its entry so it fails alone, named
-            pairs.append((p, p.stem))
+            items.append((p, p.stem))
     seen: dict[Path, None] = {}
-    unique: list[tuple[Path, str]] = []
-    for f, stem in pairs:
+    unique: list[tuple[Path, str] | InputProblem] = []
+    for item in items:
+        if isinstance(item, InputProblem):
+            unique.append(item)
+            continue
+        f, stem = item
         key = f.resolve() if f.exists() else f.absolute()
         if key in seen:
             continue
         seen[key] = None
-        unique.append((f, stem))
+        unique.append(item)
+    pairs = [u for u in unique if not isinstance(u, InputProblem)]
     # names that would share an output folder get a short hash of their path: the same cleaned,
     # case-folded name twice, or a name that is a folder of another (a.pdf beside a/b.pdf: OUT/a/
     # must not hold OUT/a/b/; x.pdf beside x/images.pdf: OUT/x/images/ is x's figures)
-    names = [_safe_name(stem) for _, stem in unique]
+    names = [_safe_name(stem) for _, stem in pairs]
     keys = [n.casefold() for n in names]
     counts: dict[str, int] = {}
     for k in keys:
         counts[k] = counts.get(k, 0) + 1
     parents = {"/".join(k.split("/")[:i]) for k in keys for i in range(1, k.count("/") + 1)}
-    out = []
-    for (f, _), name, k in zip(unique, names, keys):
+    named = iter(names)
+    out: list[SourceFile | InputProblem] = []
+    for item in unique:
+        if isinstance(item, InputProblem):
+            out.append(item)
+            continue
+        f, name = item[0], next(named)
+        k = name.casefold()
         if counts[k] > 1 or k in parents:
             name = f"{name}-{path_hash(f)}"
         out.append(SourceFile(path=f, name=name))

@@ -24,7 +24,7 @@ from ocrserve.engines import Engine, EngineResult, PageInput, create_engine
 from ocrserve.pipeline.page import with_fallback
 from ocrserve.ingest.pool import ResilientPool, WorkerCrash, default_task_timeout, default_workers
 from ocrserve.ingest.raster import Budget, DocumentError, RenderedPage, SourceInfo, forget, open_source, render_page
-from ocrserve.ingest.sources import SourceFile, expand_inputs, parse_page_ranges, path_hash
+from ocrserve.ingest.sources import InputProblem, SourceFile, expand_sources, parse_page_ranges, path_hash
 from ocrserve.pipeline.output import clean_stale_staging, is_complete, load_output, staging_dir, write_document
 from ocrserve.pipeline.page import finish_page
 from ocrserve.profiles import Profile, load_profile
@@ -318,7 +318,7 @@ class Converter:
         if isinstance(inputs, (str, Path)):
             inputs = [inputs]
         t0 = time.perf_counter()
-        sources = expand_inputs(list(inputs))
+        sources = expand_sources(list(inputs))  # documents, and what could not be read (fails, named)
         await self._preflight()
         self._emit("run_start", documents=len(sources))
         if self.output_dir is not None:
@@ -341,8 +341,13 @@ class Converter:
 
         try:
             for n, src in enumerate(sources):
-                opened = await self._open(src)
                 order[src.name] = n
+                if isinstance(src, InputProblem):
+                    r = DocResult(name=src.name, path=str(src.path), status="failed", error=src.reason)
+                    summary.results.append(r)
+                    self._emit("doc_done", result=r)
+                    continue
+                opened = await self._open(src)
                 if isinstance(opened, DocResult):
                     summary.results.append(opened)
                     self._emit("doc_done", result=opened)

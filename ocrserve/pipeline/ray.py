@@ -27,7 +27,7 @@ from typing import Any, Callable
 from ocrserve.document import Document, Page, Source
 from ocrserve.engines import Engine, EngineError
 from ocrserve.ingest.raster import Budget
-from ocrserve.ingest.sources import expand_inputs, parse_page_ranges
+from ocrserve.ingest.sources import InputProblem, expand_sources, parse_page_ranges
 from ocrserve.pipeline.local import DocResult, RunSummary
 from ocrserve.profiles import load_profile
 from ocrserve.settings import Settings, get_settings
@@ -177,7 +177,11 @@ def run_ray_convert(
     t0 = time.perf_counter()
     if isinstance(inputs, (str, Path)):
         inputs = [inputs]
-    sources = expand_inputs(list(inputs))
+    sources = expand_sources(list(inputs))
+    # what could not be read (dangling symlink, loop, unreadable folder) fails, named, with its reason
+    problems = [DocResult(name=s.name, path=str(s.path), status="failed", error=s.reason)
+                for s in sources if isinstance(s, InputProblem)]
+    sources = [s for s in sources if not isinstance(s, InputProblem)]
     target = OutputTarget(output, storage_options)
     target.prepare()
     run_id = uuid.uuid4().hex[:8]
@@ -186,8 +190,10 @@ def run_ray_convert(
          "done_sha": "" if force else (target.done_sha(s.name) or "")}
         for s in sources
     ]
-    emit("run_start", documents=len(sources))
-    summary = RunSummary()
+    emit("run_start", documents=len(sources) + len(problems))
+    summary = RunSummary(results=list(problems))
+    for r in problems:
+        emit("doc_done", result=r)
     if not doc_rows:
         summary.elapsed_s = time.perf_counter() - t0
         emit("run_done", summary=summary)
@@ -227,7 +233,7 @@ def run_ray_convert(
                 **actor_args,
             )
             ds = ds.map(finish_row, fn_kwargs={"cfg": cfg}, **task_args)
-        summary.results = _collect(ds, doc_rows, target, run_id, name, profile.name, keep_hf, emit, summary)
+        summary.results = problems + _collect(ds, doc_rows, target, run_id, name, profile.name, keep_hf, emit, summary)
     finally:
         if started:
             import ray
