@@ -65,7 +65,8 @@ def connect(address: str | None, **init_kwargs: Any) -> bool:
     try:
         import ray
     except ImportError:
-        raise RayConvertError("--ray needs Ray: pip install 'ocrserve[ray]'") from None
+        raise RayConvertError("--ray needs the [ray] extra (Ray is not installed): pip install '.[ray]' "
+                              "(in a clone of ocrserve; it is not on PyPI)") from None
     if ray.is_initialized():
         return False
     init_kwargs.setdefault("include_dashboard", False)
