@@ -97,3 +97,25 @@ def test_license_is_an_spdx_string():
     assert meta["project"]["license"] == "Apache-2.0"
     req = [r for r in meta["build-system"]["requires"] if r.startswith("setuptools")]
     assert req and int(re.search(r">=(\d+)", req[0]).group(1)) >= 77  # the SPDX form needs setuptools 77
+
+
+# ------------------------------------------------------------------------------------------ profiles
+
+def test_profiles_has_headers_and_what_the_readme_lists():
+    from ocrserve.profiles import PROFILES
+
+    r = cli("profiles")
+    assert r.returncode == 0, r.stderr
+    header, *rows = r.stdout.rstrip("\n").splitlines()
+    # the README: "checkpoint, prompt, bbox scale/format, labels, pixel budget, sampling"
+    for col in ("PROFILE", "CHECKPOINT", "PROMPT", "BBOX", "LABELS", "PIXEL BUDGET", "SAMPLING"):
+        assert col in header, header
+    starts = [header.index(c) for c in ("PROFILE", "CHECKPOINT", "PROMPT", "BBOX", "LABELS", "PIXEL BUDGET", "SAMPLING")]
+    assert len(rows) == len(PROFILES)
+    for row, p in zip(rows, PROFILES.values()):
+        cells = [row[a:b].strip() for a, b in zip(starts, starts[1:] + [None])]
+        assert cells[0] == p.name and cells[1] == p.checkpoint and cells[2] == p.prompt_file
+        assert cells[3] == f"0-{p.bbox_scale} {p.bbox_format}" and cells[4] == str(len(p.labels))
+        assert f"{p.max_pixels / 1e6:.2f} MP" in cells[5] and f"{p.pdf_dpi:g} dpi" in cells[5]
+        assert f"temp {p.sampling.temperature:g} top_p {p.sampling.top_p:g}" in cells[6]
+        assert f"temp {p.retry_sampling.temperature:g} top_p {p.retry_sampling.top_p:g}" in cells[6]
