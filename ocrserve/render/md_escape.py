@@ -6,7 +6,8 @@ escape, makes links of `[x](javascript:...)` and parses fenced code as plain par
 
 - text: `<` that could open a tag, comment or autolink is written `&lt;`, an `&` that would read as
   an entity `&amp;`, `[` and `]` are backslash-escaped (no link, image or reference definition can
-  form), a backslash that would escape the next character is doubled, and `$` is escaped (math);
+  form), so are backticks (a code span or fence would swallow what follows), a backslash that
+  would escape the next character is doubled, and `$` is escaped (math);
 - math keeps its LaTeX; only what would turn into a tag or a link outside a math renderer gets a
   space (`<img ...` -> `< img ...`, `](` -> `] (`), which math mode ignores;
 - code: a fence when the code holds nothing that Python-Markdown's core (which has no fences) would
@@ -41,7 +42,7 @@ def escape_text(t: str) -> str:
     t = _ENTITY_AMP.sub("&amp;", t)
     t = t.replace("$", r"\$")
     t = _TAG_START.sub("&lt;", t)
-    return t.replace("[", r"\[").replace("]", r"\]")
+    return t.replace("[", r"\[").replace("]", r"\]").replace("`", r"\`")  # ``` would open a code fence
 
 
 def md_latex(latex: str) -> str:

@@ -28,6 +28,7 @@ from typing import Any
 from PIL import Image
 
 from ocrserve.ingest.pool import kill_workers, retire, worker_processes
+from ocrserve.ingest.raster import close_at_exit
 from ocrserve.profiles import Profile, load_profile
 from ocrserve.engines.base import DeltaCallback, EngineError, EngineResult, PageInput
 from ocrserve.engines.lite.layout import blocks_to_raw, build_blocks
@@ -139,6 +140,7 @@ def _estimate_sizes(lines: list[Line]) -> None:
 def _open_pdf(path: str, password: str | None):
     import pypdfium2 as pdfium
 
+    close_at_exit(_DOCS)  # no "still open" report from pypdfium2 at exit
     key = (path, os.path.getmtime(path), password)
     doc = _DOCS.get(key)
     if doc is None:
