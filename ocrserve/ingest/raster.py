@@ -180,13 +180,16 @@ def open_source(path: str, password: str | None, max_image_pixels: int) -> Sourc
         raise DocumentError("no such file")
     if not p.is_file():
         raise DocumentError("not a regular file")
-    kind = sniff_file(p)
-    if kind is None:
-        raise DocumentError(describe_unknown(p))
     h = hashlib.sha256()
-    with open(p, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
+    try:
+        kind = sniff_file(p)
+        if kind is None:
+            raise DocumentError(describe_unknown(p))
+        with open(p, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError as e:  # unreadable (permissions, I/O error): the reason in words
+        raise DocumentError(f"cannot read file: {e.strerror or e}") from None
     if kind == "pdf":
         doc = _pdf(path, password)
         n = len(doc)

@@ -21,6 +21,13 @@ def _scandir(path="."):
         raise PermissionError(errno.EACCES, "Permission denied", os.fspath(path))
     return _real_scandir(path)
 os.scandir = _scandir
+import builtins
+_real_open = builtins.open
+def _open(file, *a, **kw):  # secret.pdf cannot be read (also in the forked render workers)
+    if isinstance(file, (str, bytes, os.PathLike)) and os.path.basename(os.fsdecode(file)) == "secret.pdf":
+        raise PermissionError(errno.EACCES, "Permission denied", os.fspath(file))
+    return _real_open(file, *a, **kw)
+builtins.open = _open
 """
 
 
@@ -30,6 +37,7 @@ def _folder(tmp_path: Path) -> Path:
     (d / "locked").mkdir()
     helpers.text_pdf(d / "good.pdf", pages=1, title="Good")
     helpers.text_pdf(d / "locked" / "hidden.pdf", pages=1)
+    helpers.text_pdf(d / "secret.pdf", pages=1)
     (d / "dangling.pdf").symlink_to(d / "gone.pdf")
     (d / "sub" / "up").symlink_to("..")     # a folder link back to its own ancestor
     (d / "loop1").symlink_to("loop2")       # links that point at each other
@@ -42,6 +50,7 @@ EXPECTED = {
     "locked": "cannot read folder: Permission denied",
     "loop1": "symlink loop",
     "loop2": "symlink loop",
+    "secret.pdf": "cannot read file: Permission denied",
     "sub/up": "symlink loop",
 }
 
@@ -58,8 +67,8 @@ def test_cli_names_each_unreadable_entry_and_fails(tmp_path):
         assert done[rel]["status"] == "failed" and why in done[rel]["error"], (rel, done[rel])
     assert set(done) == {"good.pdf", *EXPECTED}  # nothing inside the unreadable folder, nothing twice
     run_done = events[-1]
-    assert run_done["event"] == "run_done" and run_done["counts"] == {"ok": 1, "failed": 5}
-    assert events[0] == {"event": "run_start", "documents": 6}
+    assert run_done["event"] == "run_done" and run_done["counts"] == {"ok": 1, "failed": 6}
+    assert events[0] == {"event": "run_start", "documents": 7}
     # the summary on stderr names each one with its reason
     for rel, why in EXPECTED.items():
         assert f"{d / rel}: " in r.stderr and why in r.stderr
@@ -74,8 +83,8 @@ def test_cli_progress_lines_name_them(tmp_path):
     for rel, why in EXPECTED.items():
         # the progress line ([i/n] failed: PATH (reason)) and the failure list of the summary
         assert any(ln.startswith("[") and f"failed: {d / rel} (" in ln and why in ln for ln in lines), (rel, r.stderr)
-    assert any("6 documents: 5 failed, 1 ok" in ln for ln in lines), r.stderr
-    assert "5 failed:" in r.stderr
+    assert any("7 documents: 6 failed, 1 ok" in ln for ln in lines), r.stderr
+    assert "6 failed:" in r.stderr
 
 
 def test_expand_sources_keeps_problems_in_place(tmp_path, monkeypatch):
