@@ -13,7 +13,7 @@ import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from ocrserve.ingest.sniff import DOC_EXTENSIONS, sniff_file
 

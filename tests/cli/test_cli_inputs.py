@@ -125,3 +125,19 @@ def test_a_folder_linked_from_elsewhere_is_walked(tmp_path):
     (d / "shared").symlink_to(other)
     items = expand_sources([d])
     assert [(type(i).__name__, i.name) for i in items] == [("SourceFile", "shared/x")]
+
+
+def test_the_ray_path_reports_them_too(tmp_path):
+    """run_ray_convert turns each problem into a failed result with its doc_done (no cluster is started
+    when nothing else is left to convert)."""
+    from ocrserve.pipeline.ray import run_ray_convert
+
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "gone.pdf").symlink_to(d / "nowhere.pdf")
+    events = []
+    s = run_ray_convert([d], output=str(tmp_path / "out"), engine="lite", on_event=lambda k, data: events.append((k, data)))
+    assert [(r.name, r.status) for r in s.results] == [("gone.pdf", "failed")] and s.failed
+    assert "dangling symlink" in s.results[0].error
+    assert [k for k, _ in events] == ["run_start", "doc_done", "run_done"]
+    assert events[0][1] == {"documents": 1} and events[1][1]["result"] is s.results[0]
