@@ -19,7 +19,7 @@ from typing import Any, Callable
 from ocrserve.engines import Engine, create_engine
 from ocrserve.ingest.pool import ResilientPool, WorkerCrash, default_task_timeout, default_workers
 from ocrserve.ingest.raster import DocumentError, SourceInfo, open_source
-from ocrserve.ingest.sources import parse_page_ranges
+from ocrserve.ingest.sources import PageSelection, parse_page_ranges
 from ocrserve.pipeline.local import Converter, DocResult
 from ocrserve.profiles import Profile, load_profile
 from ocrserve.settings import Settings
@@ -50,13 +50,9 @@ def parse_selection(pages: str | None) -> Any:
         raise ValueError(str(e).replace("--pages", "pages=")) from None
 
 
-def clip_selection(sel: Any, page_count: int) -> list[int] | None:
+def clip_selection(sel: PageSelection | None, page_count: int) -> list[int] | None:
     """The 0-based pages of a page_count-page document a parsed selection names (None: all)."""
-    if sel is None:
-        return None
-    if hasattr(sel, "indices"):  # a PageSelection (ranges)
-        return sel.indices(page_count)
-    return [i for i in sel if i < page_count]
+    return None if sel is None else sel.indices(page_count)
 
 
 def page_spec(indices: list[int]) -> str:

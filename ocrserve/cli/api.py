@@ -20,6 +20,9 @@ def register(app: typer.Typer) -> None:
         api_key: str = typer.Option(None, "--api-key", help="API key of the engine server (not of this API)"),
     ) -> None:
         """Serve the OCR API: /v1/convert (sync, streaming), /v1/jobs, /metrics, /docs and a viewer at /."""
+        from ocrserve.cli.extras import require
+
+        require("api", "ocrserve api")
         from ocrserve.engines import ENGINE_NAMES
         from ocrserve.api import run_api
         from ocrserve.api.auth import KeyFileError

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
 import sys
 import time
@@ -102,13 +103,27 @@ def _run(inputs: list[str], options: Any, display: _Display) -> Any:
         return run_ray_convert(inputs, options, on_event=display)
     from ocrserve.pipeline.local import Converter, RunSummary
 
+    signals = 0
+
+    def on_signal(task: asyncio.Task) -> None:
+        """Ctrl-C / SIGTERM stops the run (finished documents are kept, unfinished ones cleaned up); a
+        second one while it stops says so; a third quits at once (the next run cleans what is left)."""
+        nonlocal signals
+        signals += 1
+        if signals == 1:
+            task.cancel()
+        elif signals == 2:
+            print("stopping: finishing the documents being written; Ctrl-C again to quit at once", file=sys.stderr)
+        else:
+            os._exit(130)
+
     async def main() -> Any:
         conv = Converter(options, on_event=display)
         task = asyncio.current_task()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             try:
-                loop.add_signal_handler(sig, task.cancel)
+                loop.add_signal_handler(sig, on_signal, task)
             except (NotImplementedError, RuntimeError):
                 pass
         try:
@@ -118,7 +133,11 @@ def _run(inputs: list[str], options: Any, display: _Display) -> Any:
         finally:
             await conv.aclose()
 
-    return asyncio.run(main())
+    try:
+        return asyncio.run(main())
+    finally:
+        if signals:  # stopping already: a late Ctrl-C must not turn the exit into a traceback
+            signal.signal(signal.SIGINT, lambda *_: on_signal(None))  # type: ignore[arg-type]
 
 
 def register(app: typer.Typer) -> None:

@@ -32,6 +32,9 @@ def register(app: typer.Typer) -> None:
         show_failures: int = typer.Option(10, "--show-failures", help="failed tests to print"),
     ) -> None:
         """Score Markdown outputs with olmOCR-Bench's tests (present, absent, order, table, math, baseline)."""
+        from ocrserve.cli.extras import require
+
+        require("eval", "ocrserve eval")
         from ocrserve.eval.bench import BenchError, load_bench
         from ocrserve.eval.mathrender import ChromiumKatex
         from ocrserve.eval.report import summary_lines, to_json, to_markdown

@@ -4,6 +4,32 @@ from __future__ import annotations
 
 import typer
 
+COLUMNS = ["PROFILE", "CHECKPOINT", "PROMPT", "BBOX", "LABELS", "PIXEL BUDGET", "SAMPLING (RETRY)"]
+
+
+def _num(x: float) -> str:
+    return f"{x:g}"
+
+
+def profile_row(p) -> list[str]:
+    """One profile as the columns of COLUMNS."""
+    s, r = p.sampling, p.retry_sampling
+    return [
+        p.name,
+        p.checkpoint,
+        p.prompt_file,
+        f"0-{p.bbox_scale} {p.bbox_format}",
+        str(len(p.labels)),
+        f"{p.max_pixels / 1e6:.2f} MP max, PDFs at {_num(p.pdf_dpi)} dpi, sides /{p.patch_multiple}",
+        f"temp {_num(s.temperature)} top_p {_num(s.top_p)} max {s.max_tokens} tokens "
+        f"(temp {_num(r.temperature)} top_p {_num(r.top_p)}, {p.max_retries} retries)",
+    ]
+
+
+def table(rows: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
+
 
 def register(app: typer.Typer) -> None:
     @app.command("profiles")
@@ -18,5 +44,4 @@ def register(app: typer.Typer) -> None:
                 raise typer.BadParameter(str(e)) from None
             typer.echo(p.model_dump_json(indent=2))
             return
-        for n, p in PROFILES.items():
-            typer.echo(f"{n}\t{p.checkpoint}\tbbox 0-{p.bbox_scale} ({p.bbox_format})\t{len(p.labels)} labels")
+        typer.echo(table([COLUMNS] + [profile_row(p) for p in PROFILES.values()]))

@@ -120,6 +120,10 @@ def register(app: typer.Typer) -> None:
         typer.echo("endpoints: " + " ".join(layout.endpoints))
         if dry_run:
             return
+        if api_port is not None:
+            from ocrserve.cli.extras import require
+
+            require("api", "ocrserve serve --api-port")  # before any vLLM server starts
 
         if parallel == "epd":
             Path(opts.ec_storage).mkdir(parents=True, exist_ok=True)  # ECExampleConnector's shared folder

@@ -34,7 +34,7 @@ def import_torch():
         import transformers  # noqa: F401
     except ImportError as exc:
         raise EngineError(
-            f"engine hf needs torch and transformers ({exc}): pip install 'ocrserve[hf]'"
+            f"engine hf needs the [hf] extra ({exc}): pip install '.[hf]' (in a clone of ocrserve; it is not on PyPI)"
         ) from exc
     return torch
 
@@ -100,7 +100,7 @@ def resolve_checkpoint(checkpoint: str) -> Path:
             GatedRepoError, HFValidationError, LocalEntryNotFoundError, RepositoryNotFoundError,
         )
     except ImportError as exc:  # pragma: no cover - huggingface_hub comes with transformers
-        raise EngineError(f"engine hf needs huggingface_hub ({exc}): pip install 'ocrserve[hf]'") from exc
+        raise EngineError(f"engine hf needs the [hf] extra ({exc}): pip install '.[hf]' (in a clone of ocrserve)") from exc
     offline = _offline()
     try:
         return Path(snapshot_download(checkpoint, local_files_only=offline, allow_patterns=HUB_PATTERNS))

@@ -64,7 +64,7 @@ def _fuzz():
     try:
         from rapidfuzz import fuzz
     except ImportError as e:  # pragma: no cover - the eval extra is missing
-        raise RuntimeError("ocrserve eval needs rapidfuzz: pip install 'ocrserve[eval]'") from e
+        raise RuntimeError("ocrserve eval needs the [eval] extra (rapidfuzz): pip install '.[eval]'") from e
     return fuzz
 
 

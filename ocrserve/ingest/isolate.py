@@ -25,7 +25,7 @@ from concurrent.futures import wait as futures_wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, TypeVar
 
-from ocrserve.ingest.pool import CRASH_MESSAGE, WorkerCrash, default_task_timeout, kill_workers, timeout_error
+from ocrserve.ingest.pool import CRASH_MESSAGE, WorkerCrash, default_task_timeout, kill_workers, retire, timeout_error
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ class IsolatedCalls:
     def _drop(self, pool: ProcessPoolExecutor) -> None:
         if self._pool is pool:
             self._pool = None
-        pool.shutdown(wait=False, cancel_futures=True)
+        retire(pool)
 
     def call(self, fn: Callable[..., T], *args: Any) -> T:
         with self._lock:  # one call at a time: the child holds pdfium, which is not thread-safe

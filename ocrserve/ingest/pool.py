@@ -14,6 +14,7 @@ import logging
 import multiprocessing as mp
 import os
 import sys
+import threading
 from functools import partial
 from typing import Any
 from concurrent.futures import ProcessPoolExecutor
@@ -126,6 +127,52 @@ def kill_workers(pool: ProcessPoolExecutor, also: list | None = None) -> None:
             pass
 
 
+_RETIRED: dict[threading.Thread, list] = {}  # management threads of pools shut down without waiting -> their processes
+_RETIRED_LOCK = threading.Lock()
+_EXIT_HOOKED = False
+
+
+def retire(pool: ProcessPoolExecutor, *, cancel_futures: bool = True) -> None:
+    """pool.shutdown(wait=False), made safe at interpreter exit.
+
+    The executor's management thread goes on shutting the pool down and finally closes its wakeup
+    pipe; concurrent.futures' exit hook writes to that pipe (Python 3.11 checks "closed" and writes
+    without a lock). A process exiting while the thread closes it printed `OSError: [Errno 9] Bad
+    file descriptor` from `_python_exit` (#18.9). So the thread is remembered here and joined by an
+    exit hook that runs before concurrent.futures' own (its processes are killed if it takes long).
+    """
+    global _EXIT_HOOKED
+    procs = worker_processes(pool)
+    thread = getattr(pool, "_executor_manager_thread", None)  # shutdown() forgets it
+    pool.shutdown(wait=False, cancel_futures=cancel_futures)
+    if thread is None or not thread.is_alive():
+        return
+    with _RETIRED_LOCK:
+        for t in [t for t in _RETIRED if not t.is_alive()]:
+            del _RETIRED[t]
+        _RETIRED[thread] = procs
+        if not _EXIT_HOOKED:
+            _EXIT_HOOKED = True
+            # threading runs these last-registered first: this one before concurrent.futures'
+            # _python_exit, registered when concurrent.futures.process was imported (above)
+            threading._register_atexit(_join_retired)  # type: ignore[attr-defined]
+
+
+def _join_retired(timeout: float = 5.0) -> None:
+    with _RETIRED_LOCK:
+        items = list(_RETIRED.items())
+        _RETIRED.clear()
+    for thread, procs in items:
+        thread.join(timeout)
+        if thread.is_alive():  # a worker stuck in pdfium: kill it, the thread then finishes
+            for proc in procs:
+                try:
+                    proc.kill()
+                except (OSError, ValueError, AttributeError):
+                    pass
+            thread.join(timeout)
+
+
 class ResilientPool:
     """A process pool for one event loop (a Converter's, a service's): at most `workers` tasks are handed
     to the processes at once, and a task's timeout counts while it is handed out."""
@@ -164,7 +211,7 @@ class ResilientPool:
         try:
             got, result = await self._attempt(fn, args, solo=solo)
         finally:
-            solo.shutdown(wait=False)
+            retire(solo, cancel_futures=False)
         if got:
             return result
         raise result
@@ -245,10 +292,10 @@ class ResilientPool:
             old, self._pool = self._pool, None
             self._generation += 1
             # no cancel_futures: tasks still in it fail with BrokenProcessPool and are retried
-            old.shutdown(wait=False)
+            retire(old, cancel_futures=False)
 
     def shutdown(self) -> None:
         self._generation += 1  # a late failure from the old pool never discards a new one
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            retire(self._pool)
             self._pool = None

@@ -9,6 +9,7 @@ decompression-bomb limit is refused before decoding.
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import io
 import math
@@ -101,11 +102,31 @@ def image_target(w: int, h: int, budget: Budget) -> tuple[int, int]:
 # --- worker-side state: open PDFs are kept for the pages that follow -----------------------------
 _OPEN: "OrderedDict[tuple[str, str | None], object]" = OrderedDict()
 _MAX_OPEN = 4
+_KEPT_OPEN: list[dict] = []  # caches of open PDFs (values) closed at exit
+
+
+def close_at_exit(cache: dict) -> None:
+    """Close the PDFs left in `cache` at exit, before pypdfium2's own exit hook, which reports each one
+    "still open" on stderr: call it after importing pypdfium2 (atexit runs the later-registered first)."""
+    if not _KEPT_OPEN:
+        atexit.register(_close_kept)
+    if all(c is not cache for c in _KEPT_OPEN):
+        _KEPT_OPEN.append(cache)
+
+
+def _close_kept() -> None:
+    for cache in _KEPT_OPEN:
+        while cache:
+            try:
+                cache.popitem()[1].close()
+            except Exception:  # noqa: BLE001
+                pass
 
 
 def _pdf(path: str, password: str | None):
     import pypdfium2 as pdfium
 
+    close_at_exit(_OPEN)
     for k in [k for k in _OPEN if k[0] != path and not os.path.exists(k[0])]:
         forget(k[0])  # a deleted upload must not stay open (its disk space held) in this worker
     key = (path, password)
@@ -168,13 +189,16 @@ def open_source(path: str, password: str | None, max_image_pixels: int) -> Sourc
         raise DocumentError("no such file")
     if not p.is_file():
         raise DocumentError("not a regular file")
-    kind = sniff_file(p)
-    if kind is None:
-        raise DocumentError(describe_unknown(p))
     h = hashlib.sha256()
-    with open(p, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
+    try:
+        kind = sniff_file(p)
+        if kind is None:
+            raise DocumentError(describe_unknown(p))
+        with open(p, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError as e:  # unreadable (permissions, I/O error): the reason in words
+        raise DocumentError(f"cannot read file: {e.strerror or e}") from None
     if kind == "pdf":
         try:
             doc = _pdf(path, password)

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import bisect
+import errno
 import glob
 import hashlib
 import logging
+import os
+import re
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 from ocrserve.ingest.sniff import DOC_EXTENSIONS, sniff_file
 
@@ -32,47 +38,125 @@ def _is_glob(s: str) -> bool:
     return any(c in s for c in "*?[")
 
 
-def _folder_files(root: Path) -> list[Path]:
-    out = []
-    for p in sorted(root.rglob("*")):
-        if not p.is_file() or any(part.startswith(".") for part in p.relative_to(root).parts):
-            continue
-        if p.suffix.lower() in DOC_EXTENSIONS:
-            out.append(p)
-        elif not p.suffix:
+@dataclass(frozen=True)
+class InputProblem:
+    """Something an input holds that cannot be read as a document: named, with the reason, so the
+    run reports it as failed instead of leaving it out without a word."""
+
+    path: Path
+    reason: str
+    name: str = ""      # the output name it would have had (for the run's order and events)
+
+
+def _os_reason(e: OSError) -> str:
+    return e.strerror or str(e)
+
+
+def _folder_entries(root: Path) -> list[Path | InputProblem]:
+    """Documents under a folder (recursive, hidden entries left out) and what could not be read there.
+
+    Symlinks are followed: one to a folder is walked, unless it leads back into a folder being walked
+    (a loop) or to one walked already; a dangling symlink, a loop and a folder or extensionless file
+    that cannot be read are each an InputProblem.
+    """
+    out: list[Path | InputProblem] = []
+    seen_dirs: set[tuple[int, int]] = set()
+
+    def walk(folder: Path, ancestors: tuple[tuple[int, int], ...]) -> None:
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as e:
+            out.append(InputProblem(folder, f"cannot read folder: {_os_reason(e)}"))
+            return
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            p = folder / entry.name
             try:
-                if sniff_file(p):
-                    out.append(p)
-            except OSError:
-                pass
+                st = os.stat(p)  # follows symlinks
+            except OSError as e:
+                if entry.is_symlink():
+                    target = _readlink(p)
+                    if e.errno == errno.ELOOP:
+                        out.append(InputProblem(p, f"symlink loop (-> {target})"))
+                    elif isinstance(e, FileNotFoundError):
+                        out.append(InputProblem(p, f"dangling symlink (-> {target}: no such file)"))
+                    else:
+                        out.append(InputProblem(p, f"symlink -> {target}: {_os_reason(e)}"))
+                else:
+                    out.append(InputProblem(p, f"cannot read: {_os_reason(e)}"))
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                key = (st.st_dev, st.st_ino)
+                if key in ancestors:
+                    out.append(InputProblem(p, f"symlink loop (-> {_readlink(p)}, a folder that holds it)"))
+                elif key not in seen_dirs:  # a folder reached twice is walked once
+                    seen_dirs.add(key)
+                    walk(p, ancestors + (key,))
+            elif stat.S_ISREG(st.st_mode):
+                if p.suffix.lower() in DOC_EXTENSIONS:
+                    out.append(p)  # an unreadable one fails at open, with its reason
+                elif not p.suffix:
+                    try:
+                        if sniff_file(p):
+                            out.append(p)
+                    except OSError as e:
+                        out.append(InputProblem(p, f"cannot read: {_os_reason(e)}"))
+
+    st = os.stat(root)
+    seen_dirs.add((st.st_dev, st.st_ino))
+    walk(root, ((st.st_dev, st.st_ino),))
     return out
 
 
+def _readlink(p: Path) -> str:
+    try:
+        return os.readlink(p)
+    except OSError:
+        return "?"
+
+
 def expand_inputs(inputs: list[str | Path], stdin=None) -> list[SourceFile]:
-    """Expand inputs into documents with unique, stable output names.
+    """The documents of expand_sources(); what could not be read is logged and left out."""
+    out = []
+    for item in expand_sources(inputs, stdin):
+        if isinstance(item, InputProblem):
+            log.warning("%s: %s", item.path, item.reason)
+        else:
+            out.append(item)
+    return out
+
+
+def expand_sources(inputs: list[str | Path], stdin=None) -> list[SourceFile | InputProblem]:
+    """Expand inputs into documents with unique, stable output names, in input order, and the
+    things found that cannot be read (InputProblem: path and reason), where they were found.
 
     Files in folders keep their path relative to the folder (a/x.pdf -> a/x); names that still
     collide get a short hash of their absolute path appended, so no two inputs share an output.
     """
-    pairs: list[tuple[Path, str]] = []  # (file, name stem with relative folder)
+    items: list[tuple[Path, str] | InputProblem] = []  # (file, name stem with relative folder) or a problem
     for raw in inputs:
         s = str(raw)
         if s == "-":
             stream = stdin or sys.stdin
             lines = [ln.strip() for ln in stream.read().splitlines() if ln.strip()]
-            pairs.extend((Path(ln), Path(ln).stem) for ln in lines)
+            items.extend((Path(ln), Path(ln).stem) for ln in lines)
             continue
         p = Path(s).expanduser()
         if p.is_dir():
-            files = _folder_files(p)
-            if not files:
+            entries = _folder_entries(p)
+            if not entries:
                 log.warning("folder %s holds no documents", p)
-            for f in files:
-                rel = f.relative_to(p)
+            for f in entries:
+                rel = (f.path if isinstance(f, InputProblem) else f).relative_to(p)
                 stem = (rel.parent / rel.stem).as_posix() if rel.parent != Path(".") else rel.stem
-                pairs.append((f, stem))
+                if isinstance(f, InputProblem):
+                    items.append(InputProblem(f.path, f.reason, _safe_name(rel.as_posix())))
+                else:
+                    items.append((f, stem))
         elif p.exists():
-            pairs.append((p, p.stem))
+            items.append((p, p.stem))
         elif _is_glob(s):
             matches = sorted(glob.glob(s, recursive=True))
             if not matches:
@@ -80,29 +164,42 @@ def expand_inputs(inputs: list[str | Path], stdin=None) -> list[SourceFile]:
             for m in matches:
                 mp = Path(m)
                 if mp.is_file():
-                    pairs.append((mp, mp.stem))
+                    items.append((mp, mp.stem))
+                elif mp.is_symlink() and not mp.exists():
+                    items.append(InputProblem(mp, f"dangling symlink (-> {_readlink(mp)})", _safe_name(mp.name)))
         else:
             # a listed file that does not exist still gets its entry so it fails alone, named
-            pairs.append((p, p.stem))
+            items.append((p, p.stem))
     seen: dict[Path, None] = {}
-    unique: list[tuple[Path, str]] = []
-    for f, stem in pairs:
+    unique: list[tuple[Path, str] | InputProblem] = []
+    for item in items:
+        if isinstance(item, InputProblem):
+            unique.append(item)
+            continue
+        f, stem = item
         key = f.resolve() if f.exists() else f.absolute()
         if key in seen:
             continue
         seen[key] = None
-        unique.append((f, stem))
+        unique.append(item)
+    pairs = [u for u in unique if not isinstance(u, InputProblem)]
     # names that would share an output folder get a short hash of their path: the same cleaned,
     # case-folded name twice, or a name that is a folder of another (a.pdf beside a/b.pdf: OUT/a/
     # must not hold OUT/a/b/; x.pdf beside x/images.pdf: OUT/x/images/ is x's figures)
-    names = [_safe_name(stem) for _, stem in unique]
+    names = [_safe_name(stem) for _, stem in pairs]
     keys = [n.casefold() for n in names]
     counts: dict[str, int] = {}
     for k in keys:
         counts[k] = counts.get(k, 0) + 1
     parents = {"/".join(k.split("/")[:i]) for k in keys for i in range(1, k.count("/") + 1)}
-    out = []
-    for (f, _), name, k in zip(unique, names, keys):
+    named = iter(names)
+    out: list[SourceFile | InputProblem] = []
+    for item in unique:
+        if isinstance(item, InputProblem):
+            out.append(item)
+            continue
+        f, name = item[0], next(named)
+        k = name.casefold()
         if counts[k] > 1 or k in parents:
             name = f"{name}-{path_hash(f)}"
         out.append(SourceFile(path=f, name=name))
@@ -120,32 +217,83 @@ def _safe_name(stem: str) -> str:
     return "/".join(clean) or "document"
 
 
-MAX_PAGE_RANGE = 1_000_000  # a page range wider than this is a typo, not a document
+MAX_PAGE_NUMBER = 1_000_000  # a page number above this is a typo, not a document
+MAX_PAGE_RANGES = 1_000      # ranges in one selection; more is not a page selection a person wrote
 
 
-def parse_page_ranges(spec: str | None) -> list[int] | None:
-    """'1-5,9' -> [0,1,2,3,4,8] (0-based, sorted, unique). None/'' -> all pages."""
-    if spec is None or not str(spec).strip():
+@dataclass(frozen=True)
+class PageSelection:
+    """Selected pages as sorted, merged, 0-based half-open ranges [start, stop).
+
+    Small whatever it selects (`1-1000000` is one range): membership is a binary search and
+    `indices(page_count)` lists only pages a document of `page_count` pages has.
+    """
+
+    ranges: tuple[tuple[int, int], ...]
+
+    @classmethod
+    def of(cls, pages: Iterable[int]) -> "PageSelection":
+        """From 0-based page indices (the Python API's list form)."""
+        return cls(_merge((i, i + 1) for i in pages))
+
+    def __contains__(self, index: object) -> bool:
+        if not isinstance(index, int):
+            return False
+        k = bisect.bisect_right(self.ranges, (index, float("inf"))) - 1
+        return k >= 0 and self.ranges[k][0] <= index < self.ranges[k][1]
+
+    def indices(self, page_count: int) -> list[int]:
+        """The selected 0-based pages of a document with `page_count` pages, in order."""
+        return [i for a, b in self.ranges if a < page_count for i in range(a, min(b, page_count))]
+
+    def count(self, page_count: int) -> int:
+        return sum(max(0, min(b, page_count) - a) for a, b in self.ranges)
+
+
+def _merge(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
+    out: list[list[int]] = []
+    for a, b in sorted(ranges):
+        if a < 0:
+            raise InputError(f"page index {a} is negative")
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return tuple((a, b) for a, b in out)
+
+
+_RANGE = re.compile(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?")
+
+
+def parse_page_ranges(spec: "str | PageSelection | Iterable[int] | None") -> PageSelection | None:
+    """'1-5,9' -> PageSelection(((0, 5), (8, 9))) (0-based, sorted, merged). None/'' -> all pages.
+
+    A PageSelection is returned as it is; an iterable of ints is taken as 0-based indices.
+    At most MAX_PAGE_RANGES ranges and page numbers up to MAX_PAGE_NUMBER: the work is linear in the
+    length of the text, never in the number of pages selected.
+    """
+    if spec is None or isinstance(spec, PageSelection):
+        return spec
+    if not isinstance(spec, str):
+        return PageSelection.of(spec)
+    if not spec.strip():
         return None
-    pages: set[int] = set()
-    for part in str(spec).split(","):
-        part = part.strip()
-        if not part:
+    shown = spec if len(spec) <= 80 else spec[:77] + "..."
+    parts = spec.split(",", MAX_PAGE_RANGES)
+    if len(parts) > MAX_PAGE_RANGES:
+        raise InputError(f"--pages {shown!r}: more than {MAX_PAGE_RANGES:,} page ranges")
+    ranges: list[tuple[int, int]] = []
+    for part in parts:
+        if not part.strip():
             continue
-        try:
-            if "-" in part:
-                a, b = part.split("-", 1)
-                lo, hi = int(a), int(b)
-                if lo < 1 or hi < lo:
-                    raise ValueError
-                if hi - lo > MAX_PAGE_RANGE:
-                    raise InputError(f"--pages {spec!r}: {part!r} spans more than {MAX_PAGE_RANGE:,} pages")
-                pages.update(range(lo - 1, hi))
-            else:
-                n = int(part)
-                if n < 1:
-                    raise ValueError
-                pages.add(n - 1)
-        except ValueError:
-            raise InputError(f"--pages {spec!r}: {part!r} is not a page number or range like 1-5") from None
-    return sorted(pages)
+        m = _RANGE.fullmatch(part)
+        if m is None or len(part) > 40:
+            raise InputError(f"--pages {shown!r}: {part.strip()[:40]!r} is not a page number or range like 1-5")
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) is not None else lo
+        if lo < 1 or hi < lo:
+            raise InputError(f"--pages {shown!r}: {part.strip()!r} is not a page number or range like 1-5")
+        if hi > MAX_PAGE_NUMBER:
+            raise InputError(f"--pages {shown!r}: {part.strip()!r}: page numbers above {MAX_PAGE_NUMBER:,} are not accepted")
+        ranges.append((lo - 1, hi))
+    return PageSelection(_merge(ranges))

@@ -24,7 +24,7 @@ from ocrserve.document import Document, Page
 from ocrserve.engines import Engine, EngineResult, PageInput, create_engine
 from ocrserve.ingest.pool import ResilientPool, default_task_timeout, default_workers
 from ocrserve.ingest.raster import Budget, RenderedPage, SourceInfo, forget, open_source, render_page
-from ocrserve.ingest.sources import SourceFile, expand_inputs, parse_page_ranges
+from ocrserve.ingest.sources import InputProblem, SourceFile, expand_sources, parse_page_ranges
 from ocrserve.pipeline import page as steps
 from ocrserve.pipeline.options import ConvertOptions
 from ocrserve.pipeline.output import Plan, alt_name, done_though_unreadable, plan_document
@@ -80,8 +80,7 @@ class Converter:
         if self.target is not None and self.target.local is None:
             raise ValueError(f"output {opts.output}: URL outputs need --ray (a local run writes to a folder)")
         self.output_dir = self.target.local if self.target is not None else None
-        self.page_filter = parse_page_ranges(opts.pages) if isinstance(opts.pages, str) or opts.pages is None \
-            else sorted(set(opts.pages))
+        self.page_filter = parse_page_ranges(opts.pages)
         self.known_pages = known_pages
         self.emit = emitter(on_event)
         self.budget = Budget.from_profile(self.profile)
@@ -242,7 +241,7 @@ class Converter:
         if isinstance(inputs, (str, Path)):
             inputs = [inputs]
         t0 = time.perf_counter()
-        sources = expand_inputs(list(inputs))
+        sources = expand_sources(list(inputs))  # documents, and what could not be read (fails, named)
         await self.engine.preflight()  # a server down or a key refused fails the run at once
         self.emit("run_start", documents=len(sources))
         if self.target is not None:
@@ -261,6 +260,9 @@ class Converter:
         try:
             for n, src in enumerate(sources):
                 order[src.name] = n
+                if isinstance(src, InputProblem):
+                    done_now(DocResult(name=src.name, path=str(src.path), status="failed", error=src.reason))
+                    continue
                 opened = await self._open(src)
                 if isinstance(opened, DocResult):
                     done_now(opened)

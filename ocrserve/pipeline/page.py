@@ -12,6 +12,7 @@ from ocrserve.document import Document, Page, PageTimings, Source
 from ocrserve.engines.base import Engine, EngineResult, PageInput
 from ocrserve.ingest.pool import WorkerCrash
 from ocrserve.ingest.raster import DocumentError, RenderedPage, SourceInfo
+from ocrserve.ingest.sources import PageSelection
 from ocrserve.parse import parse_output
 from ocrserve.profiles import Profile
 from ocrserve.labels import FIGURE_LABELS
@@ -68,11 +69,11 @@ async def with_fallback(
 # ------------------------------------------------------------------ the steps around the engine
 
 
-def page_indices(selection: list[int] | None, page_count: int) -> list[int]:
+def page_indices(selection: PageSelection | None, page_count: int) -> list[int]:
     """The 0-based pages of a document of `page_count` pages that a run converts."""
     if selection is None:
         return list(range(page_count))
-    return [i for i in selection if i < page_count]
+    return selection.indices(page_count)
 
 
 def open_error(e: BaseException) -> str:

@@ -27,7 +27,7 @@ from typing import Any, Callable
 from ocrserve.document import Page
 from ocrserve.engines import Engine
 from ocrserve.ingest.raster import Budget, SourceInfo
-from ocrserve.ingest.sources import expand_inputs, parse_page_ranges
+from ocrserve.ingest.sources import InputProblem, expand_sources, parse_page_ranges
 from ocrserve.pipeline.options import ConvertOptions, RayOptions
 from ocrserve.pipeline.output import alt_name
 from ocrserve.pipeline.page import assemble_document
@@ -69,7 +69,8 @@ def connect(address: str | None, **init_kwargs: Any) -> bool:
     try:
         import ray
     except ImportError:
-        raise RayConvertError("--ray needs Ray: pip install 'ocrserve[ray]'") from None
+        raise RayConvertError("--ray needs the [ray] extra (Ray is not installed): pip install '.[ray]' "
+                              "(in a clone of ocrserve; it is not on PyPI)") from None
     if ray.is_initialized():
         return False
     init_kwargs.setdefault("include_dashboard", False)
@@ -151,14 +152,17 @@ def run_ray_convert(
     profile = load_profile(opts.model)
     name = str(getattr(factory, "name", "custom")) if factory is not None else opts.engine
     engine_options = opts.engine_kwargs()
-    page_filter = parse_page_ranges(opts.pages) if isinstance(opts.pages, str) or opts.pages is None \
-        else sorted(set(opts.pages))
+    page_filter = parse_page_ranges(opts.pages)
     emit = emitter(on_event)
 
     t0 = time.perf_counter()
     if isinstance(inputs, (str, Path)):
         inputs = [inputs]
-    sources = expand_inputs(list(inputs))
+    sources = expand_sources(list(inputs))
+    # what could not be read (dangling symlink, loop, unreadable folder) fails, named, with its reason
+    problems = [DocResult(name=s.name, path=str(s.path), status="failed", error=s.reason)
+                for s in sources if isinstance(s, InputProblem)]
+    sources = [s for s in sources if not isinstance(s, InputProblem)]
     target = OutputTarget(opts.output or "ocrserve-out", rayo.storage_options)
     target.prepare()
     run_id = uuid.uuid4().hex[:8]
@@ -170,8 +174,10 @@ def run_ray_convert(
          "alt": existing_json(target.load_existing(alt_name(s)))}
         for i, s in enumerate(sources)
     ]
-    emit("run_start", documents=len(sources))
-    summary = RunSummary(documents=len(doc_rows))
+    emit("run_start", documents=len(sources) + len(problems))
+    summary = RunSummary(results=list(problems), documents=len(doc_rows) + len(problems))
+    for r in problems:
+        emit("doc_done", result=r)
     if not doc_rows:
         summary.elapsed_s = time.perf_counter() - t0
         emit("run_done", summary=summary)
@@ -210,7 +216,7 @@ def run_ray_convert(
                 **actor_args,
             )
             ds = ds.map(finish_row, fn_kwargs={"cfg": cfg}, **task_args)
-        summary.results = _collect(ds, doc_rows, target, run_id, name, profile.name, opts, emit, summary)
+        summary.results = problems + _collect(ds, doc_rows, target, run_id, name, profile.name, opts, emit, summary)
     finally:
         if started:
             import ray

@@ -30,7 +30,7 @@ from typing import Any, Callable
 from ocrserve.document import Page
 from ocrserve.engines import Engine, EngineResult, PageInput, create_engine
 from ocrserve.ingest.raster import Budget, RenderedPage, open_source, render_page
-from ocrserve.ingest.sources import SourceFile
+from ocrserve.ingest.sources import PageSelection, SourceFile
 from ocrserve.pipeline import page as steps
 from ocrserve.pipeline.output import Existing, done_though_unreadable, plan_document
 from ocrserve.profiles import Profile, load_profile
@@ -70,7 +70,7 @@ class StageConfig:
     budget: Budget
     password: str | None = None
     max_image_pixels: int = 200_000_000
-    page_filter: list[int] | None = None
+    page_filter: PageSelection | None = None
     figures: bool = True
     keep_raw: bool = False
     writes: bool = True   # an output is written (naming and resume apply)

@@ -67,7 +67,7 @@ def token_counter(tokenizer: TokenCounter | str | None = None) -> TokenCounter:
             from transformers import AutoTokenizer
         except ImportError:
             raise ValueError(f"tokenizer {tokenizer!r}: a Hugging Face tokenizer needs transformers "
-                             "(pip install 'ocrserve[hf]'), or pass a callable") from None
+                             "(pip install '.[hf]' in a clone of ocrserve), or pass a callable") from None
         try:
             tok = AutoTokenizer.from_pretrained(tokenizer)
         except Exception as e:  # noqa: BLE001 - whatever the hub or the folder raised

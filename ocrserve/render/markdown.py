@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from selectolax.lexbor import LexborNode
 
+from ocrserve.render.md_escape import code_block, escape_text, md_latex, md_url
 from ocrserve.sanitize import MATH_REF, MathStore, prepare_fragment, safe_url
 from ocrserve.labels import BLOCK_TAGS, FIGURE_LABELS, HEADER_FOOTER, RENDER_ATTRS, RENDER_TAGS  # noqa: F401
 
@@ -28,8 +29,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _WS = re.compile(r"[ \t\r\n\f\v]+")
-_UNESCAPED_DOLLAR = re.compile(r"(?<!\\)((?:\\\\)*)\$")
-_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
+__all__ = ["block_markdown", "render_markdown", "escape_text", "md_latex", "node_text"]
 
 
 def _children(node: LexborNode):
@@ -47,11 +47,6 @@ def _checkbox(node: LexborNode) -> str | None:
     return "[x]" if "checked" in node.attributes else "[ ]"
 
 
-def md_latex(latex: str) -> str:
-    """LaTeX as it goes between dollars: untouched except that a bare `$` is escaped."""
-    return _UNESCAPED_DOLLAR.sub(lambda m: m.group(1) + r"\$", latex)
-
-
 def _math_md(store: MathStore, ref: int | str, force_display: bool = False) -> str:
     item = store.get(int(ref))
     if item is None or not item[0].strip():
@@ -62,19 +57,9 @@ def _math_md(store: MathStore, ref: int | str, force_display: bool = False) -> s
     return f"${md_latex(latex)}$"
 
 
-def escape_text(t: str) -> str:
-    """Markdown-escape plain text: `$` (would start math) and `<` before a letter (would be a tag)."""
-    t = t.replace("\\$", "\\\\$").replace("$", r"\$")
-    return _TAG_START.sub(r"\\<", t)
-
-
 def _alt(node: LexborNode, store: MathStore) -> str:
     alt = _oneline(store.latex(node.attributes.get("alt") or ""))
     return alt.replace("[", "(").replace("]", ")")
-
-
-def _url(href: str) -> str:
-    return href.strip().replace(" ", "%20").replace("(", "%28").replace(")", "%29").replace("<", "%3C").replace(">", "%3E")
 
 
 class _MD:
@@ -146,12 +131,12 @@ class _MD:
         if tag == "pre":
             sub = _MD(self.store, in_code=True)
             body = sub.inline(node).strip("\n")
-            return f"\n\n{_fence(body)}\n\n" if body.strip() else ""
+            return f"\n\n{code_block(body)}\n\n" if body.strip() else ""
         if tag == "a":
             inner = self.inline(node).strip()
             href = node.attributes.get("href") or ""
             if href and inner and not self.in_code and safe_url(href):
-                return f"[{inner}]({_url(href)})"
+                return f"[{inner}]({md_url(href)})"
             return inner
         if tag == "input":
             box = _checkbox(node)
@@ -160,7 +145,7 @@ class _MD:
             alt = _alt(node, self.store)
             if self.figure and not self.in_code:
                 fig, self.figure = self.figure, None  # only the first image links the crop
-                return f"![{alt}]({_url(fig)})"
+                return f"![{escape_text(alt)}]({md_url(fig)})"
             return escape_text(alt)
         if tag in ("ul", "ol"):
             return self.list(node, ordered=tag == "ol")
@@ -289,12 +274,6 @@ def _wrap(mark: str, inner: str) -> str:
     return f"{lead}{mark}{s}{mark}{trail}"
 
 
-def _fence(body: str) -> str:
-    longest = max((len(r) for r in re.findall(r"`{3,}", body)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}\n{body}\n{fence}"
-
-
 def _oneline(s: str) -> str:
     return _WS.sub(" ", s).strip()
 
@@ -369,7 +348,7 @@ def _block_markdown(block: "Block", node: LexborNode, store: MathStore) -> str:
         out = _squeeze(md.inline(node)).strip()
         if md.figure:  # no <img> in the block: the crop goes first
             alt = _oneline(node_text(node, store))[:200].replace("[", "(").replace("]", ")") or label
-            out = f"![{escape_text(alt)}]({_url(md.figure)})" + ("\n\n" + out if out else "")
+            out = f"![{escape_text(alt)}]({md_url(md.figure)})" + ("\n\n" + out if out else "")
         return out
     md = _MD(store)
     if label == "Equation-Block":
@@ -380,7 +359,7 @@ def _block_markdown(block: "Block", node: LexborNode, store: MathStore) -> str:
     if label == "Code-Block" and not node.css_first("pre"):
         code = _MD(store, in_code=True)
         body = re.sub(r"\n{2,}", "\n", code.inline(node)).strip("\n")
-        return _fence(body) if body.strip() else ""
+        return code_block(body) if body.strip() else ""
     out = _squeeze(md.inline(node)).strip()
     if label == "Section-Header" and out and not out.startswith("#"):
         out = _oneline(out)

@@ -33,7 +33,8 @@ def test_sniff_by_content_not_extension(tmp_path):
     ("1-3,5", [0, 1, 2, 4]), ("2", [1]), ("3-3, 1", [0, 2]), (None, None), ("", None),
 ])
 def test_page_ranges(spec, expected):
-    assert parse_page_ranges(spec) == expected
+    sel = parse_page_ranges(spec)
+    assert (sel.indices(100) if sel is not None else None) == expected
 
 
 @pytest.mark.parametrize("bad", ["0", "3-1", "a", "1-b", "-2"])

@@ -27,7 +27,8 @@ from typing import Any
 
 from PIL import Image
 
-from ocrserve.ingest.pool import kill_workers, worker_processes
+from ocrserve.ingest.pool import kill_workers, retire, worker_processes
+from ocrserve.ingest.raster import close_at_exit
 from ocrserve.profiles import Profile, load_profile
 from ocrserve.engines.base import DeltaCallback, Engine, EngineError, EngineResult, PageInput
 from ocrserve.engines.lite.layout import blocks_to_raw, build_blocks
@@ -143,6 +144,7 @@ def _estimate_sizes(lines: list[Line]) -> None:
 def _open_pdf(path: str, password: str | None):
     import pypdfium2 as pdfium
 
+    close_at_exit(_DOCS)  # no "still open" report from pypdfium2 at exit
     key = (path, os.path.getmtime(path), password)
     doc = _DOCS.get(key)
     if doc is None:
@@ -263,7 +265,7 @@ class _Worker:
     def kill(self) -> None:
         """SIGKILL the process now; the executor reaps it in the background."""
         kill_workers(self.executor)
-        self.executor.shutdown(wait=False, cancel_futures=True)
+        retire(self.executor)
 
     def kill_and_wait(self) -> None:
         """Kill the process and wait until it is gone (blocking: run it in a thread)."""
@@ -276,7 +278,10 @@ class _Worker:
                 pass
 
     def close(self, wait: bool) -> None:
-        self.executor.shutdown(wait=wait, cancel_futures=True)
+        if wait:
+            self.executor.shutdown(wait=True, cancel_futures=True)
+        else:
+            retire(self.executor)
 
 
 class LiteEngine(Engine):
