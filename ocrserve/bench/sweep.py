@@ -1,24 +1,18 @@
 """Serving sweep: `ocrserve serve` with each of a list of configurations, the same distinct-page
 corpus and fixed output length against each, one table (config, pages/s, p50/p95, peak memory).
 
-A spec (JSON) names the load and the configurations; `defaults` apply to every configuration:
+A spec (JSON, bench/sweeps/) names the load and the configurations; `defaults` apply to each:
+`{"pages": 256, "max_tokens": 1024, "defaults": {"memory": "lean"}, "configs": [{"name": "lean"},
+{"name": "renderer-8", "vllm_args": ["--renderer-num-workers", "8"]}]}`.
 
-    {"pages": 256, "max_tokens": 1024, "prefill_pages": 128,
-     "defaults": {"memory": "lean", "quantization": "fp8", "concurrency": 128},
-     "configs": [{"name": "lean-default"},
-                 {"name": "renderer-8", "vllm_args": ["--renderer-num-workers", "8"]}]}
-
-Each configuration becomes one `python -m ocrserve serve --load-format dummy --mm-cache-gb 0
---no-prefix-caching ...` (distinct pages: the caches only cost), its flags after `--` going to
-`vllm serve` unchanged. First every configuration is planned with `ocrserve serve --dry-run`
-(the exact vLLM command lines and the planned GPU memory are recorded); with `--dry-run` the sweep
-stops there. Else the servers start one after the other; with `overlap` > 1 the next server starts
-while the one before is measured when both planned footprints fit on the card (startup is
-mostly compilation on the CPU; each lean server then gets `--gpu-memory-utilization` of its own
-plan so that vLLM's free-memory check at start sees only its share). A configuration that fails
-is recorded with its error and the sweep goes on. Results are written after every configuration.
-
-`scaling_configs(n)` builds the multi-GPU comparison: data-parallel replicas 1, 2, ..., n and the
+Each configuration is one `python -m ocrserve serve --load-format dummy --mm-cache-gb 0
+--no-prefix-caching ...` (distinct pages: the caches only cost), flags after `--` going to `vllm
+serve`. Every configuration is first planned with `ocrserve serve --dry-run` (exact vLLM commands,
+planned GPU memory); `dry_run()` stops there. With `overlap` > 1 the next server starts while the
+one before is measured, when both lean plans fit on the card (startup is mostly compilation on the
+CPU; each then gets `--gpu-memory-utilization` of its own plan for vLLM's free-memory check at
+start). A failing configuration is recorded with its error and the sweep goes on; results are
+written after every configuration. `scaling_configs(n)`: dp replicas 1, 2, ..., n and the
 encoder/decoder split (`--parallel epd`) on the same n GPUs.
 """
 
@@ -34,6 +28,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Literal
@@ -42,7 +37,11 @@ import httpx
 from pydantic import BaseModel, Field
 
 from ocrserve.bench.load import GpuMemory, encode_bodies, run_load, standard_pages
+from ocrserve.bench.sweep_report import machine_summary, table_rows, write_sweep
 from ocrserve.profiles import load_profile
+
+__all__ = ["Sweep", "SweepConfig", "SweepSpec", "load_spec", "machine_summary", "parse_plan", "scaling_configs",
+           "serve_argv", "table_rows", "write_sweep"]
 
 log = logging.getLogger(__name__)
 SHARE_MARGIN = 0.04  # fraction of the card added to a lean plan for vLLM's start-up check
@@ -189,6 +188,15 @@ class Server:
         self.t0 = time.monotonic()
         self.proc = subprocess.Popen(argv, stdout=self.fh, stderr=subprocess.STDOUT, start_new_session=True, env=env)
         self.ready_s: float | None = None
+        # readiness is watched from the start, so a server that got ready while another was measured has its true time
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self) -> None:
+        while self.ready_s is None and self.proc.poll() is None:
+            if re.search(r"^ready", self.console(), re.M):
+                self.ready_s = time.monotonic() - self.t0
+                return
+            time.sleep(1)
 
     def console(self) -> str:
         try:
@@ -200,7 +208,8 @@ class Server:
         while True:
             text = self.console()
             if re.search(r"^ready", text, re.M):
-                self.ready_s = time.monotonic() - self.t0
+                if self.ready_s is None:
+                    self.ready_s = time.monotonic() - self.t0
                 return
             if self.proc.poll() is not None:
                 tail = "\n".join(text.splitlines()[-15:])
@@ -384,80 +393,7 @@ class Sweep:
         write_sweep(self.report, self.out, self.name)
 
 
-def machine_summary() -> str:
-    """GPU(s), driver and the versions that matter, without importing the heavy packages."""
-    from importlib import metadata
-
-    parts = []
-    smi = shutil.which("nvidia-smi")
-    if smi:
-        try:
-            out = subprocess.run([smi, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
-                                 capture_output=True, text=True, timeout=10).stdout.strip()
-            parts.append("; ".join(ln.strip() for ln in out.splitlines() if ln.strip()))
-        except (OSError, subprocess.SubprocessError):
-            pass
-    parts.append(f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}")
-    for pkg in ("ocrserve", "vllm", "torch", "transformers"):
-        try:
-            parts.append(f"{pkg} {metadata.version(pkg)}")
-        except metadata.PackageNotFoundError:
-            try:
-                mod = __import__(pkg) if pkg == "ocrserve" else None
-                parts.append(f"{pkg} {getattr(mod, '__version__', '?')}" if mod else f"{pkg} not installed")
-            except ImportError:
-                parts.append(f"{pkg} not installed")
-    return ", ".join(parts)
-
-
 def _served_model(endpoint: str) -> str:
     r = httpx.get(endpoint + "/models", timeout=30)
     r.raise_for_status()
     return r.json()["data"][0]["id"]
-
-
-def table_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
-    rows = []
-    for name, r in report["results"].items():
-        load = r.get("load") or {}
-        pre = r.get("prefill_only") or {}
-        srv = load.get("server") or {}
-        rows.append({
-            "config": name, "ok": r.get("ok"), "pages_per_s": load.get("pages_per_s"),
-            "steady_pages_per_s": load.get("steady_pages_per_s"), "p50_s": load.get("latency_p50_s"),
-            "p95_s": load.get("latency_p95_s"), "prompt_tok_s": load.get("prompt_tokens_per_s"),
-            "output_tok_s": load.get("output_tokens_per_s"), "peak_gpu_gib": r.get("peak_gpu_gib"),
-            "planned_gib": (r.get("plan") or {}).get("planned_gib"), "startup_s": r.get("startup_s"),
-            "prefill_only_pages_per_s": pre.get("pages_per_s"), "server_prefill_s": srv.get("prefill_s"),
-            "server_decode_s": srv.get("decode_s"), "server_queue_s": srv.get("queue_s"),
-            "preemptions": srv.get("preemptions"), "failed": load.get("failed"),
-            "error": (r.get("error") or (r.get("plan") or {}).get("error") or "")[:160].replace("\n", " "),
-        })
-    return rows
-
-
-def write_sweep(report: dict[str, Any], out: Path, name: str = "sweep") -> tuple[Path, Path]:
-    """sweep JSON (everything) and Markdown (the table, the exact commands) under `out`."""
-    out.mkdir(parents=True, exist_ok=True)
-    jp, mp = out / f"{name}.json", out / f"{name}.md"
-    jp.write_text(json.dumps(report, indent=1, default=str) + "\n")
-    cols = ["config", "pages_per_s", "steady_pages_per_s", "p50_s", "p95_s", "prompt_tok_s", "output_tok_s",
-            "peak_gpu_gib", "planned_gib", "startup_s", "prefill_only_pages_per_s", "server_prefill_s",
-            "server_decode_s", "server_queue_s", "preemptions", "failed", "error"]
-    lines = [f"# Serving sweep: {name}", "", f"- command: `{report['command']}`", f"- started: {report['started']}",
-             f"- load: {report['corpus']}, max_tokens {report['max_tokens']} with ignore_eos, pre-encoded requests "
-             f"(the engine ceiling); overlap {report['overlap']}", ""]
-    if report.get("machine"):
-        lines.insert(4, f"- machine: {report['machine']}")
-    lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for row in table_rows(report):
-        lines.append("| " + " | ".join("" if row[c] is None else str(row[c]) for c in cols) + " |")
-    lines += ["", "Server stage columns are vLLM's own per-request means over the load (/metrics deltas): "
-              "prefill = scheduled to first token (vision tower + prefill), decode = first to last token.", "",
-              "## Commands", ""]
-    for rname, r in report["results"].items():
-        lines.append(f"- **{rname}**: `{r.get('serve_command') or ' '.join((r.get('plan') or {}).get('commands') or [])}`")
-        for c in r.get("vllm_commands") or (r.get("plan") or {}).get("commands") or []:
-            lines.append(f"  - vllm: `{c}`")
-    mp.write_text("\n".join(lines) + "\n")
-    return jp, mp
