@@ -100,5 +100,11 @@ def write_report(report: dict[str, Any], out_dir: Path, name: str) -> tuple[Path
         s = report["streaming_idle"]
         lines += ["", f"Streaming on an idle server: time to first token median {s['ttft_median_s']} s over {s['pages']} pages; "
                       f"first closed block median {s['first_block_median_s']} s."]
+    st = report.get("client_cpu_stages")
+    if st:
+        lines += ["", f"Client CPU per page by stage ({st['pages']} pages one at a time, this process's CPU clock; "
+                      f"mean PNG {st.get('png_kib_mean')} KiB):", "",
+                  "| " + " | ".join(st["stages"]) + " | total |", "|" + "---|" * (len(st["stages"]) + 1),
+                  "| " + " | ".join(f"{v['mean_ms']} ms" for v in st["stages"].values()) + f" | {st['total_mean_ms']} ms |"]
     mp.write_text("\n".join(lines) + "\n")
     return jp, mp

@@ -62,7 +62,7 @@ def run_bench(
     seed: int = 0, command: str | None = None, on_partial=None,
 ) -> dict[str, Any]:
     profile = load_profile(model)
-    modes = modes or ["pipeline", "plain", "ceiling"]
+    modes = modes or ["pipeline", "plain", "ceiling", "stages"]
     work = Path(tempfile.mkdtemp(prefix="ocrserve-bench-"))
     try:
         files = corpus_files(corpus, synthetic, work, seed)
@@ -78,6 +78,14 @@ def run_bench(
         pngs: list[bytes] | None = None
         for mode in modes:
             log.info("bench mode %s", mode)
+            if mode == "stages":  # client CPU per stage, one page at a time (not a throughput mode)
+                from ocrserve.bench.stages import stage_profile
+
+                report["client_cpu_stages"] = stage_profile(files, server, profile, max_tokens=max_tokens,
+                                                            ignore_eos=ignore_eos, api_key=api_key)
+                if on_partial:
+                    on_partial(report)
+                continue
             with Sampler(root) as sampler:
                 if mode == "pipeline":
                     r = asyncio.run(run_pipeline(files, server, profile, concurrency=concurrency, max_tokens=max_tokens,
@@ -91,7 +99,7 @@ def run_bench(
                     r = asyncio.run(run_ceiling(pngs, server, profile, concurrency=concurrency, max_tokens=max_tokens,
                                                 ignore_eos=ignore_eos, api_key=api_key))
                 else:
-                    raise ValueError(f"unknown bench mode {mode!r}: pipeline, plain, ceiling")
+                    raise ValueError(f"unknown bench mode {mode!r}: pipeline, plain, ceiling, stages")
             r.sampler = sampler.summary()
             row = r.row()
             row.update(mfu(r, profile, gpu_name, gpu_peak_tflops))
