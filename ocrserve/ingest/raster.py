@@ -193,8 +193,8 @@ def encode_png(img: Image.Image) -> bytes:
     the same image, pixel for pixel. The PNG itself is the simplest valid one (no row filter, zlib
     level 1), which costs about half of Pillow's encoder at the same level for these pages.
     """
-    if img.mode == "RGB" and _is_gray(img):
-        img = img.convert("L")  # exact for R = G = B: the weights sum to one
+    if img.mode == "RGB":
+        img = _gray_channel(img) or img
     if img.mode not in _PNG_COLOR:
         buf = io.BytesIO()
         img.save(buf, format="PNG", compress_level=1)
@@ -208,9 +208,12 @@ _encode = encode_png
 _PNG_COLOR = {"L": (0, 1), "RGB": (2, 3)}
 
 
-def _is_gray(img: Image.Image) -> bool:
+def _gray_channel(img: Image.Image) -> Image.Image | None:
+    """The image as one 8-bit channel when R = G = B everywhere, else None."""
     r, g, b = img.split()
-    return ImageChops.difference(r, g).getbbox() is None and ImageChops.difference(g, b).getbbox() is None
+    if ImageChops.difference(r, g).getbbox() is None and ImageChops.difference(g, b).getbbox() is None:
+        return r
+    return None
 
 
 def _png_chunk(kind: bytes, data: bytes) -> bytes:
