@@ -154,3 +154,44 @@ def _make_pillow(path: Path, pages: int, seed: int, dpi: int = 150) -> Path:
         images.append(img)
     images[0].save(path, format="PDF", save_all=True, append_images=images[1:], resolution=dpi)
     return path
+
+
+# the standard page of the GPU figures: US Letter at 192 dpi = 1632 x 2112 pixels (51 x 66 = 3,366 visual tokens)
+STANDARD_PAGE = (1632, 2112)
+
+
+def standard_page_png(seed: int, size: tuple[int, int] = STANDARD_PAGE) -> bytes:
+    """One distinct Letter page drawn at `size` pixels, as PNG bytes (lossless: what the model sees is fixed)."""
+    import io
+
+    from PIL import Image, ImageDraw, ImageFont
+
+    w_px, h_px = size
+    k = w_px / 612
+
+    def font(pt: float):
+        px = max(6, int(pt * k))
+        for name in ("DejaVuSerif.ttf", "DejaVuSans.ttf", "LiberationSerif-Regular.ttf"):
+            try:
+                return ImageFont.truetype(name, px)
+            except OSError:
+                continue
+        try:
+            return ImageFont.load_default(size=px)
+        except TypeError:
+            return ImageFont.load_default()
+
+    fonts = {"title": font(16), "text": font(10), "cell": font(9), "formula": font(12), "footer": font(8)}
+    rng = random.Random(seed * 7_919 + 17)
+    img = Image.new("RGB", (w_px, h_px), (255, 255, 255))
+    d = ImageDraw.Draw(img)
+    for kind, x, y, item in _layout(rng, seed, 612, h_px / k):
+        if kind == "cell":
+            txt, cw, ch = item
+            d.rectangle((x * k, (y - 11) * k, (x + cw) * k, (y - 11 + ch) * k), outline=(0, 0, 0))
+            d.text(((x + 3) * k, (y - 9) * k), txt, fill=(0, 0, 0), font=fonts["cell"])
+        else:
+            d.text((x * k, (y - 10) * k), item, fill=(0, 0, 0), font=fonts[kind])
+    buf = io.BytesIO()
+    img.save(buf, format="PNG", compress_level=1)
+    return buf.getvalue()

@@ -69,17 +69,22 @@ class ModelShape(BaseModel):
     tie_word_embeddings: bool = False
     # layers with a growing KV cache; hybrid models (Qwen3.5's linear attention) have fewer
     attention_layers: int | None = None
+    # fixed-size state of one sequence in the linear-attention layers (Gated DeltaNet: fp32 recurrent
+    # state + bf16 convolution window), bytes; 0 for models without such layers
+    linear_state_bytes_per_seq: int = 0
 
     @classmethod
     def from_profile(cls, profile: Profile) -> "ModelShape":
-        attn = None
+        attn, state = None, 0
         if profile.architecture == "qwen3_5":
             # Qwen3.5 interleaves 3 linear-attention (fixed-size state) layers per full-attention one
             attn = max(1, profile.decoder_layers // 4)
+            state = (profile.decoder_layers - attn) * gdn_state_bytes()
         return cls(
             params_b=profile.params_b, vision_params_b=profile.vision_params_b,
             decoder_layers=profile.decoder_layers, hidden_size=profile.hidden_size,
             num_kv_heads=profile.num_kv_heads, head_dim=profile.head_dim, attention_layers=attn,
+            linear_state_bytes_per_seq=state,
         )
 
     def with_model_config(self, model_dir: Path) -> "ModelShape":
@@ -107,6 +112,10 @@ class ModelShape(BaseModel):
         types = text.get("layer_types")
         if isinstance(types, list) and types:
             upd["attention_layers"] = max(1, sum(1 for t in types if t == "full_attention"))
+            linear = sum(1 for t in types if t == "linear_attention")
+            dims = {k: text[k] for k in ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
+                                         "linear_value_head_dim", "linear_conv_kernel_dim") if isinstance(text.get(k), int)}
+            upd["linear_state_bytes_per_seq"] = linear * gdn_state_bytes(**{k[len("linear_"):]: v for k, v in dims.items()})
         log.debug("model shape from %s: %s", cfg_path, upd)
         return self.model_copy(update=upd)
 
@@ -125,6 +134,15 @@ class ModelShape(BaseModel):
             return int(total * BF16)
         kept_bf16 = embed + self.vision_params_b * 1e9
         return int(kept_bf16 * BF16 + max(0.0, total - kept_bf16) * FP8)
+
+
+def gdn_state_bytes(num_key_heads: int = 16, num_value_heads: int = 32, key_head_dim: int = 128,
+                    value_head_dim: int = 128, conv_kernel_dim: int = 4) -> int:
+    """One sequence's state in one Gated-DeltaNet layer (Qwen3.5's defaults): fp32 recurrent state
+    (value heads x key dim x value dim) plus the bf16 convolution window over q, k and v."""
+    recurrent = num_value_heads * key_head_dim * value_head_dim * 4
+    conv = (2 * num_key_heads * key_head_dim + num_value_heads * value_head_dim) * (conv_kernel_dim - 1) * BF16
+    return recurrent + conv
 
 
 class PageBudget(BaseModel):
@@ -194,6 +212,7 @@ class ServePlan(BaseModel):
     planned_tokens_per_page: int
     max_image_tokens: int
     gpu_memory_utilization: float | None = None
+    linear_state_bytes: int = 0  # part of kv_cache_bytes: linear-attention states of the pages in flight
 
     @property
     def kv_cache_gib(self) -> float:
@@ -209,7 +228,7 @@ class ServePlan(BaseModel):
 
     @property
     def kv_tokens(self) -> int:
-        return self.kv_cache_bytes // self.kv_bytes_per_token
+        return (self.kv_cache_bytes - self.linear_state_bytes) // self.kv_bytes_per_token
 
     @property
     def expected_concurrency(self) -> int:
@@ -234,7 +253,8 @@ class ServePlan(BaseModel):
             f"on a {self.gpu_memory_gib:.1f} GiB GPU:",
             f"  weights           {self.weights_gib:7.1f} GiB",
             f"  KV cache          {self.kv_cache_gib:7.1f} GiB  ({self.kv_tokens:,} tokens, "
-            f"{self.kv_bytes_per_token / 1024:.0f} KiB a token)",
+            f"{self.kv_bytes_per_token / 1024:.0f} KiB a token"
+            + (f"; {self.linear_state_bytes / GIB:.1f} GiB linear-attention state" if self.linear_state_bytes else "") + ")",
             f"  activations       {self.activations_gib:7.1f} GiB  (prefill of {self.max_num_batched_tokens:,} tokens, "
             f"vision tower on a {self.max_image_tokens:,}-token page)",
             f"  CUDA graphs       {self.cuda_graphs_gib:7.1f} GiB",
@@ -277,11 +297,14 @@ def plan_replica(profile: Profile, shape: ModelShape, gpu_memory_gib: float, *, 
     kv_per_tok = int(shape.kv_bytes_per_token(FP8 if fp8 else BF16) * weight_share)
     fixed = weights + act + CUDA_GRAPH_GIB + RUNTIME_OVERHEAD_GIB
     util = None
+    state = 0
     if memory == "lean":
         tokens = max(concurrency * budget.planned_tokens, budget.max_model_len)
         # whole 16-token blocks, plus one block a sequence of rounding
         tokens = int(math.ceil(tokens / 16) * 16) + 16 * concurrency
-        kv_bytes = tokens * kv_per_tok
+        # hybrid models: every sequence in flight also holds its linear-attention state in the same pool
+        state = concurrency * int(shape.linear_state_bytes_per_seq * weight_share)
+        kv_bytes = tokens * kv_per_tok + state
     else:
         util = gpu_memory_utilization or MAX_UTILIZATION
         kv_bytes = int((util * gpu_memory_gib - fixed) * GIB)
@@ -300,5 +323,5 @@ def plan_replica(profile: Profile, shape: ModelShape, gpu_memory_gib: float, *, 
         weights_gib=weights, kv_bytes_per_token=kv_per_tok, kv_cache_bytes=kv_bytes, activations_gib=act,
         cuda_graphs_gib=CUDA_GRAPH_GIB, overhead_gib=RUNTIME_OVERHEAD_GIB, max_model_len=budget.max_model_len,
         max_num_seqs=concurrency, max_num_batched_tokens=batched, planned_tokens_per_page=budget.planned_tokens,
-        max_image_tokens=budget.max_image_tokens, gpu_memory_utilization=util,
+        max_image_tokens=budget.max_image_tokens, gpu_memory_utilization=util, linear_state_bytes=state,
     )

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ocrserve.bench.runner import pct, run_bench, write_report
 from ocrserve.bench.synthetic import make_pdf
 from tests.fakes.standin import standin  # noqa: F401  (fixture)
@@ -98,3 +100,14 @@ def test_serve_gpu_requests_are_the_engines_requests():
     assert url.startswith("data:image/png;base64,")
     assert mod.request_body("m", url, 32, True) == chat.body("m", url, profile.prompt, profile.sampling, 32,
                                                                stream=True, ignore_eos=True)
+
+
+def test_stages_mode_reports_client_cpu_per_stage(tmp_path, standin):
+    report = run_bench(server=standin.url, synthetic=5, modes=["stages"], max_tokens=16, stream_probe=0)
+    st = report["client_cpu_stages"]
+    assert st["pages"] == 5 and list(st["stages"]) == ["render", "encode", "request", "parse", "outputs"]
+    assert all(v["mean_ms"] > 0 for v in st["stages"].values())
+    assert st["total_mean_ms"] == pytest.approx(sum(v["mean_ms"] for v in st["stages"].values()), abs=0.05)
+    assert standin.stats()["completed"] == 5  # each page really went to the server
+    _, mp = write_report(report, tmp_path, "stages")
+    assert "Client CPU per page by stage" in mp.read_text()

@@ -101,6 +101,22 @@ def test_hybrid_model_counts_only_attention_layers(tmp_path: Path):
     assert s.kv_layers == 2
 
 
+def test_hybrid_lean_plan_holds_the_linear_attention_state_of_every_page(tmp_path: Path):
+    """Chandra 2 (Qwen3.5): 24 Gated-DeltaNet layers keep a fixed state a sequence in the same pool as the KV cache."""
+    cfg = json.loads((Path(__file__).resolve().parents[2] / "bench/models/chandra2-shape/config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    shape = ModelShape.from_profile(C2).with_model_config(tmp_path)
+    # per layer: fp32 state 32 heads x 128 x 128, bf16 conv window (2*16*128 + 32*128) x 3
+    per_layer = 32 * 128 * 128 * 4 + (2 * 16 * 128 + 32 * 128) * 3 * 2
+    assert shape.kv_layers == 8 and shape.linear_state_bytes_per_seq == 24 * per_layer
+    plan = plan_replica(C2, shape, H200, memory="lean", concurrency=64)
+    assert plan.linear_state_bytes == 64 * 24 * per_layer
+    assert plan.kv_tokens >= 64 * plan.planned_tokens_per_page  # the state does not eat the pages' KV
+    assert "linear-attention state" in plan.describe()
+    # a model without linear attention plans no state
+    assert plan_replica(C1, S1, H200, memory="lean").linear_state_bytes == 0
+
+
 def test_nvidia_smi_parse():
     gpus = parse_nvidia_smi("0, 143771, NVIDIA H200\n1, 143771 MiB, NVIDIA H200\n")
     assert [g.index for g in gpus] == [0, 1]

@@ -1,0 +1,56 @@
+"""Client CPU per page against the stand-in server (instant answers: all that is measured is the client):
+the pipeline's total (`ocrserve bench` pipeline mode, render workers included) and the split per stage.
+
+    python bench/client_cpu_stages.py --pages 48 --out bench/results/client-cpu-stages --name after
+    python bench/client_cpu_stages.py --pages 48 --legacy-png --name before   # the PNG encoder before issue 19
+
+`--legacy-png` puts back the page-image encoder of before (Pillow, RGB, compress_level 1) in this
+process and the render workers it forks, so both runs measure the same code otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import shlex
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from ocrserve.bench.runner import run_bench, write_report  # noqa: E402
+from tests.fakes.standin import start_standin  # noqa: E402
+
+
+def _legacy_png(img) -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, format="PNG", compress_level=1)
+    return buf.getvalue()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pages", type=int, default=48)
+    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--max-tokens", type=int, default=1024)
+    ap.add_argument("--legacy-png", action="store_true")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench/results/client-cpu-stages")
+    ap.add_argument("--name", default="client-cpu-stages")
+    a = ap.parse_args()
+    if a.legacy_png:
+        from ocrserve.ingest import raster
+
+        raster._encode = raster.encode_png = _legacy_png
+    with start_standin() as s:
+        report = run_bench(server=s.url, synthetic=a.pages, modes=["pipeline", "stages"], concurrency=a.concurrency,
+                           max_tokens=a.max_tokens, stream_probe=0,
+                           command="python bench/client_cpu_stages.py " + shlex.join(sys.argv[1:]))
+    report["png_encoder"] = "legacy: Pillow RGB compress_level 1" if a.legacy_png else "ocrserve.ingest.raster.encode_png"
+    jp, mp = write_report(report, a.out, a.name)
+    print(mp.read_text())
+
+
+if __name__ == "__main__":
+    main()

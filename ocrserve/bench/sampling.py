@@ -1,0 +1,141 @@
+"""Background sampling for the benchmarks: GPU memory (nvidia-smi), the server's queue (/metrics),
+client memory and CPU time, and percentiles."""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import subprocess
+import threading
+import time
+from typing import Any
+
+import httpx
+
+
+class Sampler:
+    """Background sampling of GPU memory (nvidia-smi), server queue (/metrics) and client RSS."""
+
+    def __init__(self, server_root: str | None, interval: float = 0.5) -> None:
+        self.server_root = server_root
+        self.interval = interval
+        self.gpu_mem_mib: list[float] = []
+        self.queue: list[tuple[float, float, float]] = []  # (t, running, waiting)
+        self.rss_mib: list[float] = []
+        self._stop = threading.Event()
+        self._t0 = time.perf_counter()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._smi = shutil.which("nvidia-smi")
+
+    def __enter__(self) -> "Sampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        client = httpx.Client(timeout=2.0)
+        try:
+            while not self._stop.is_set():
+                if self._smi:
+                    try:
+                        out = subprocess.run([self._smi, "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                                             capture_output=True, text=True, timeout=5).stdout
+                        vals = [float(x) for x in out.split() if x.strip()]
+                        if vals:
+                            self.gpu_mem_mib.append(sum(vals))
+                    except (OSError, ValueError, subprocess.SubprocessError):
+                        pass
+                if self.server_root:
+                    try:
+                        text = client.get(self.server_root + "/metrics").text
+                        self.queue.append((time.perf_counter() - self._t0, _metric(text, "vllm:num_requests_running"),
+                                           _metric(text, "vllm:num_requests_waiting")))
+                    except httpx.HTTPError:
+                        pass
+                self.rss_mib.append(client_rss_mib())
+                self._stop.wait(self.interval)
+        finally:
+            client.close()
+
+    def summary(self) -> dict[str, Any]:
+        running = [r for _, r, _ in self.queue]
+        waiting = [w for _, _, w in self.queue]
+        return {
+            "peak_gpu_memory_mib": max(self.gpu_mem_mib) if self.gpu_mem_mib else None,
+            "server_running_mean": round(statistics.fmean(running), 1) if running else None,
+            "server_running_max": max(running) if running else None,
+            "server_waiting_mean": round(statistics.fmean(waiting), 1) if waiting else None,
+            "peak_client_rss_mib": round(max(self.rss_mib), 1) if self.rss_mib else None,
+            "queue_series": [(round(t, 1), r, w) for t, r, w in self.queue[:: max(1, len(self.queue) // 60)]],
+        }
+
+
+def _metric(text: str, name: str) -> float:
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name) and not line.startswith("#"):
+            try:
+                total += float(line.rsplit(" ", 1)[1])
+            except (ValueError, IndexError):
+                pass
+    return total
+
+
+def _proc_mem(p) -> int:
+    """PSS where the OS has it (forked workers share pages: RSS would count them twice), else RSS."""
+    try:
+        return p.memory_full_info().pss
+    except (AttributeError, Exception):  # noqa: BLE001 - no PSS on this OS / no permission
+        return p.memory_info().rss
+
+
+def client_rss_mib() -> float:
+    """Memory of this process and all its children (render workers), in MiB (PSS on Linux)."""
+    try:
+        import psutil
+
+        me = psutil.Process()
+        total = _proc_mem(me)
+        for c in me.children(recursive=True):
+            try:
+                total += _proc_mem(c)
+            except psutil.Error:
+                pass
+        return total / 2**20
+    except ImportError:
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def client_cpu_s() -> float:
+    """CPU seconds of this process and its children (live ones included)."""
+    try:
+        import psutil
+
+        me = psutil.Process()
+        t = me.cpu_times()
+        total = t.user + t.system + t.children_user + t.children_system
+        for c in me.children(recursive=True):
+            try:
+                ct = c.cpu_times()
+                total += ct.user + ct.system
+            except psutil.Error:
+                pass
+        return total
+    except ImportError:
+        import resource
+
+        a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+
+
+def pct(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    v = sorted(values)
+    k = min(len(v) - 1, max(0, int(round(q / 100 * (len(v) - 1)))))
+    return round(v[k], 3)

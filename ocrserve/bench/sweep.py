@@ -1,0 +1,399 @@
+"""Serving sweep: `ocrserve serve` with each of a list of configurations, the same distinct-page
+corpus and fixed output length against each, one table (config, pages/s, p50/p95, peak memory).
+
+A spec (JSON, bench/sweeps/) names the load and the configurations; `defaults` apply to each:
+`{"pages": 256, "max_tokens": 1024, "defaults": {"memory": "lean"}, "configs": [{"name": "lean"},
+{"name": "renderer-8", "vllm_args": ["--renderer-num-workers", "8"]}]}`.
+
+Each configuration is one `python -m ocrserve serve --load-format dummy --mm-cache-gb 0
+--no-prefix-caching ...` (distinct pages: the caches only cost), flags after `--` going to `vllm
+serve`. Every configuration is first planned with `ocrserve serve --dry-run` (exact vLLM commands,
+planned GPU memory); `dry_run()` stops there. With `overlap` > 1 the next server starts while the
+one before is measured, when both lean plans fit on the card (startup is mostly compilation on the
+CPU; each then gets `--gpu-memory-utilization` of its own plan for vLLM's free-memory check at
+start). A failing configuration is recorded with its error and the sweep goes on; results are
+written after every configuration. `scaling_configs(n)`: dp replicas 1, 2, ..., n and the
+encoder/decoder split (`--parallel epd`) on the same n GPUs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+from pydantic import BaseModel, Field
+
+from ocrserve.bench.load import GpuMemory, encode_bodies, run_load, standard_pages
+from ocrserve.bench.sweep_report import machine_summary, table_rows, write_sweep
+from ocrserve.profiles import load_profile
+
+__all__ = ["Sweep", "SweepConfig", "SweepSpec", "load_spec", "machine_summary", "parse_plan", "scaling_configs",
+           "serve_argv", "table_rows", "write_sweep"]
+
+log = logging.getLogger(__name__)
+SHARE_MARGIN = 0.04  # fraction of the card added to a lean plan for vLLM's start-up check
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "chat_template.json")
+
+
+class SweepConfig(BaseModel):
+    """One serving configuration: `ocrserve serve` options plus raw `vllm serve` flags."""
+
+    model_config = {"extra": "forbid"}
+
+    name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
+    model: str | None = Field(None, description="model folder ($VARS expanded); default: the sweep's --model")
+    tokenizer_from: str | None = Field(None, description="folder whose tokenizer files complete a configs-only model folder")
+    profile: str = "chandra-1"
+    memory: Literal["lean", "max"] = "lean"
+    quantization: Literal["fp8", "none"] = "fp8"
+    concurrency: int = Field(128, ge=1, description="pages a replica is sized for (ocrserve serve --concurrency)")
+    client_concurrency: int | None = Field(None, ge=1, description="requests in flight per endpoint (default: concurrency)")
+    max_num_batched_tokens: int | None = Field(None, ge=256)
+    gpus: str = "0"
+    parallel: Literal["dp", "tp", "epd"] = "dp"
+    epd_encoders: int = 1
+    serve_args: list[str] = Field(default_factory=list, description="more `ocrserve serve` flags")
+    vllm_args: list[str] = Field(default_factory=list, description="`vllm serve` flags (after --; they win)")
+    prefill_probe: bool = Field(False, description="also measure max_tokens 1 (vision + prefill alone)")
+    note: str = ""
+
+
+class SweepSpec(BaseModel):
+    model_config = {"extra": "forbid"}
+
+    pages: int = Field(256, ge=1)
+    max_tokens: int = Field(1024, ge=1)
+    prefill_pages: int = Field(128, ge=1)
+    seed: int = 0
+    defaults: dict[str, Any] = Field(default_factory=dict)
+    configs: list[SweepConfig]
+
+
+def load_spec(path: Path | str) -> SweepSpec:
+    """A sweep spec from a JSON file; `defaults` are merged into every configuration."""
+    p = Path(path)
+    try:
+        raw = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"sweep spec {p} cannot be read: {e}") from e
+    if not isinstance(raw, dict) or not isinstance(raw.get("configs"), list) or not raw["configs"]:
+        raise ValueError(f"sweep spec {p}: needs a non-empty \"configs\" list")
+    defaults = raw.get("defaults") or {}
+    raw["configs"] = [{**defaults, **c} for c in raw["configs"]]
+    spec = SweepSpec.model_validate(raw)
+    names = [c.name for c in spec.configs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"sweep spec {p}: configuration names repeat: {names}")
+    return spec
+
+
+def scaling_configs(n_gpus: int, base: SweepConfig | None = None) -> list[SweepConfig]:
+    """Data-parallel replicas 1, 2, 4, ..., n and the encoder/decoder split over n GPUs, from one base config."""
+    if n_gpus < 1:
+        raise ValueError(f"scaling needs at least 1 GPU, got {n_gpus}")
+    base = base or SweepConfig(name="base")
+    counts = sorted({1, n_gpus, *[k for k in (2, 4, 8) if k < n_gpus]})
+    out = [base.model_copy(update={"name": f"dp-{k}", "gpus": ",".join(map(str, range(k))), "parallel": "dp"})
+           for k in counts]
+    if n_gpus >= 2:
+        enc = max(1, n_gpus // 4)
+        per = base.client_concurrency or base.concurrency
+        out.append(base.model_copy(update={"name": f"epd-{enc}e{n_gpus - enc}d", "gpus": ",".join(map(str, range(n_gpus))),
+                                           "parallel": "epd", "epd_encoders": enc,
+                                           "client_concurrency": per * (n_gpus - enc)}))
+    return out
+
+
+def serve_argv(cfg: SweepConfig, model: str, port: int, *, log_dir: Path | None = None, dry_run: bool = False,
+               gpu_memory_gib: float | None = None, vllm_bin: str | None = None, health_timeout: float = 600,
+               extra_vllm: list[str] | None = None) -> list[str]:
+    """The `ocrserve serve` command line of one configuration (a model that is no folder: the profile's checkpoint)."""
+    if not Path(model).is_dir():
+        model = cfg.profile
+    argv = [sys.executable, "-m", "ocrserve", "serve", "--model", model, "--load-format", "dummy",
+            "--memory", cfg.memory, "--quantization", cfg.quantization, "--concurrency", str(cfg.concurrency),
+            "--gpus", cfg.gpus, "--parallel", cfg.parallel, "--port", str(port), "--served-model-name", "chandra",
+            "--mm-cache-gb", "0", "--no-prefix-caching", "--max-restarts", "0", "--health-timeout", f"{health_timeout:g}"]
+    if Path(model).is_dir():
+        argv += ["--profile", cfg.profile]
+    if cfg.max_num_batched_tokens:
+        argv += ["--max-num-batched-tokens", str(cfg.max_num_batched_tokens)]
+    if cfg.parallel == "epd":
+        argv += ["--epd-encoders", str(cfg.epd_encoders)]
+    if log_dir is not None:
+        argv += ["--log-dir", str(log_dir)]
+    if gpu_memory_gib:
+        argv += ["--gpu-memory-gib", f"{gpu_memory_gib:g}"]
+    if vllm_bin:
+        argv += ["--vllm-bin", vllm_bin]
+    if dry_run:
+        argv.append("--dry-run")
+    argv += cfg.serve_args
+    tail = [*cfg.vllm_args, *(extra_vllm or [])]
+    if tail:
+        argv += ["--", *tail]
+    return argv
+
+
+def parse_plan(console: str) -> dict[str, Any]:
+    """What `ocrserve serve` printed: planned total GiB, GPU size, the vLLM commands and the endpoints."""
+    out: dict[str, Any] = {"commands": re.findall(r"^\s+\[[\w-]+\] (.+)$", console, re.M)}
+    m = re.search(r"^\s+total\s+([\d.]+) GiB", console, re.M)
+    out["planned_gib"] = float(m.group(1)) if m else None
+    m = re.search(r"on a ([\d.]+) GiB GPU", console)
+    out["gpu_gib"] = float(m.group(1)) if m else None
+    m = re.search(r"^endpoints: (.+)$", console, re.M)
+    out["endpoints"] = m.group(1).split() if m else []
+    return out
+
+
+def resolve_model(cfg: SweepConfig, default: str | None, work: Path) -> str:
+    """The model folder of a configuration; a configs-only folder is completed with `tokenizer_from`'s tokenizer."""
+    model = os.path.expandvars(cfg.model or default or cfg.profile)
+    src = Path(model)
+    if not src.is_dir() or not cfg.tokenizer_from or (src / "tokenizer.json").is_file():
+        return model
+    tok = Path(os.path.expandvars(cfg.tokenizer_from))
+    if not (tok / "tokenizer.json").is_file():
+        raise ValueError(f"{cfg.name}: tokenizer_from {tok} has no tokenizer.json")
+    dest = work / f"model-{cfg.name}"
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(src, dest)
+    for f in TOKENIZER_FILES:
+        if (tok / f).is_file() and not (dest / f).exists():
+            shutil.copy2(tok / f, dest / f)
+    return str(dest)
+
+
+class Server:
+    """One started `ocrserve serve` (its own process group), its console and readiness."""
+
+    def __init__(self, cfg: SweepConfig, argv: list[str], console: Path, env: dict[str, str]) -> None:
+        self.cfg, self.argv, self.console_path = cfg, argv, console
+        self.fh = open(console, "w")
+        self.t0 = time.monotonic()
+        self.proc = subprocess.Popen(argv, stdout=self.fh, stderr=subprocess.STDOUT, start_new_session=True, env=env)
+        self.ready_s: float | None = None
+        # readiness is watched from the start, so a server that got ready while another was measured has its true time
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self) -> None:
+        while self.ready_s is None and self.proc.poll() is None:
+            if re.search(r"^ready", self.console(), re.M):
+                self.ready_s = time.monotonic() - self.t0
+                return
+            time.sleep(1)
+
+    def console(self) -> str:
+        try:
+            return self.console_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def wait_ready(self, timeout: float) -> None:
+        while True:
+            text = self.console()
+            if re.search(r"^ready", text, re.M):
+                if self.ready_s is None:
+                    self.ready_s = time.monotonic() - self.t0
+                return
+            if self.proc.poll() is not None:
+                tail = "\n".join(text.splitlines()[-15:])
+                raise RuntimeError(f"ocrserve serve exited with {self.proc.returncode}:\n{tail}")
+            if time.monotonic() - self.t0 > timeout:
+                raise RuntimeError(f"not ready after {timeout:.0f} s")
+            time.sleep(1)
+
+    def stop(self, timeout: float = 60) -> Any:
+        code: Any = self.proc.poll()
+        if code is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                code = self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                code = "killed"
+            except ProcessLookupError:
+                code = self.proc.poll()
+        self.fh.close()
+        return code
+
+
+def _log_tails(log_dir: Path, lines: int = 60) -> str:
+    parts = []
+    for f in sorted(log_dir.glob("*.log")):
+        text = f.read_text(errors="replace").splitlines()
+        parts.append(f"--- {f.name} (last {lines} of {len(text)} lines)\n" + "\n".join(text[-lines:]))
+    return "\n".join(parts)
+
+
+class Sweep:
+    """Plans, starts, measures and stops each configuration of a spec; writes sweep.json and sweep.md."""
+
+    def __init__(self, spec: SweepSpec, out: Path, *, model: str | None, work: Path, port: int = 8100,
+                 overlap: int = 1, gpu_memory_gib: float | None = None, vllm_bin: str | None = None,
+                 startup_timeout: float = 600, deadline_s: float | None = None, config_budget_s: float = 150,
+                 name: str = "sweep", command: str | None = None) -> None:
+        self.spec, self.out, self.model, self.work, self.port = spec, out, model, work, port
+        self.overlap, self.gpu_memory_gib, self.vllm_bin = max(1, overlap), gpu_memory_gib, vllm_bin
+        self.startup_timeout, self.deadline_s, self.config_budget_s = startup_timeout, deadline_s, config_budget_s
+        self.name, self.t0 = name, time.monotonic()
+        self.report: dict[str, Any] = {"command": command or shlex.join(sys.argv), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+                                       "pages": spec.pages, "max_tokens": spec.max_tokens, "seed": spec.seed,
+                                       "corpus": f"{spec.pages} distinct standard pages (Letter at 192 dpi, 1632x2112 PNG)",
+                                       "overlap": self.overlap, "results": {}}
+        self.env = {**os.environ}
+        self.env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), self.env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+
+    # ------------------------------------------------------------------ planning
+    def plan(self) -> dict[str, dict[str, Any]]:
+        plans = {}
+        for i, cfg in enumerate(self.spec.configs):
+            rec: dict[str, Any] = {"config": cfg.model_dump(exclude_defaults=True)}
+            try:
+                model = resolve_model(cfg, self.model, self.work)
+                argv = serve_argv(cfg, model, self.port, dry_run=True, gpu_memory_gib=self.gpu_memory_gib,
+                                  vllm_bin=self.vllm_bin)
+                p = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=300)
+                rec.update(parse_plan(p.stdout), model=model, plan_exit_code=p.returncode)
+                if p.returncode != 0:
+                    rec["error"] = (p.stderr or p.stdout).strip()[-800:]
+            except (ValueError, OSError, subprocess.SubprocessError) as e:
+                rec["error"] = str(e)
+            plans[cfg.name] = rec
+            self.report["results"][cfg.name] = {"name": cfg.name, "ok": False, "plan": rec}
+        return plans
+
+    # ------------------------------------------------------------------ running
+    def _elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    def _share_args(self, rec: dict[str, Any], cfg: SweepConfig) -> list[str]:
+        if self.overlap < 2 or cfg.memory != "lean" or not rec.get("planned_gib") or not rec.get("gpu_gib"):
+            return []
+        frac = min(0.95, rec["planned_gib"] / rec["gpu_gib"] + SHARE_MARGIN)
+        return ["--gpu-memory-utilization", f"{frac:.2f}"]
+
+    def dry_run(self) -> dict[str, Any]:
+        """Plan every configuration (the exact vLLM commands, planned memory) and start nothing."""
+        self.plan()
+        for r in self.report["results"].values():
+            r["dry_run"] = True
+        self._write()
+        return self.report
+
+    def run(self, measure=None) -> dict[str, Any]:
+        """Plan, then start, measure and stop each configuration; `measure(endpoints, bodies, concurrency)` replaces the load."""
+        self.report["machine"] = machine_summary()
+        plans = self.plan()
+        todo = [c for c in self.spec.configs if "error" not in plans[c.name]]
+        profile_pngs = standard_pages(self.spec.pages + self.spec.prefill_pages, seed=self.spec.seed)
+        self.report["corpus_bytes"] = sum(len(p) for p in profile_pngs)
+        pngs, prefill_pngs = profile_pngs[: self.spec.pages], profile_pngs[self.spec.pages:]
+        gpu = GpuMemory()
+        gpu.start()
+        running: list[tuple[SweepConfig, Server]] = []
+        slot = 0
+        try:
+            while todo or running:
+                while todo and len(running) < self.overlap and self._fits(plans, running, todo[0]):
+                    if self.deadline_s and self._elapsed() + self.config_budget_s > self.deadline_s:
+                        for c in todo:
+                            self.report["results"][c.name]["error"] = "skipped: not enough time left in this run"
+                        todo = []
+                        break
+                    cfg = todo.pop(0)
+                    port = self.port + 10 * (slot % 4)
+                    slot += 1
+                    running.append((cfg, self._start(cfg, plans[cfg.name], port, gpu)))
+                if not running:
+                    break
+                cfg, srv = running.pop(0)
+                others = [c.name for c, s in running if s.ready_s is None]
+                self._measure(cfg, srv, pngs, prefill_pngs, gpu, others, measure)
+                self._write()
+        finally:
+            for cfg, srv in running:
+                srv.stop()
+                gpu.remove(cfg.name)
+            gpu.stop()
+            self._write()
+        return self.report
+
+    def _fits(self, plans: dict[str, dict[str, Any]], running: list[tuple[SweepConfig, Server]], nxt: SweepConfig) -> bool:
+        if not running:
+            return True
+        need = [plans[c.name].get("planned_gib") for c, _ in running] + [plans[nxt.name].get("planned_gib")]
+        gpu_gib = plans[nxt.name].get("gpu_gib")
+        same_gpus = all(c.gpus == nxt.gpus for c, _ in running)
+        if None in need or not gpu_gib or not same_gpus or nxt.memory != "lean" or any(c.memory != "lean" for c, _ in running):
+            return False
+        return sum(need) + SHARE_MARGIN * gpu_gib * len(need) <= 0.95 * gpu_gib
+
+    def _start(self, cfg: SweepConfig, rec: dict[str, Any], port: int, gpu: GpuMemory) -> Server:
+        log_dir = self.work / "logs" / cfg.name
+        log_dir.mkdir(parents=True, exist_ok=True)
+        argv = serve_argv(cfg, rec["model"], port, log_dir=log_dir, gpu_memory_gib=self.gpu_memory_gib,
+                          vllm_bin=self.vllm_bin, health_timeout=self.startup_timeout,
+                          extra_vllm=self._share_args(rec, cfg))
+        res = self.report["results"][cfg.name]
+        res.update(serve_command=shlex.join(argv), started_at_s=round(self._elapsed(), 1))
+        log.info("starting %s: %s", cfg.name, res["serve_command"])
+        srv = Server(cfg, argv, self.work / f"{cfg.name}.console.log", self.env)
+        gpu.add(cfg.name, srv.proc.pid)
+        return srv
+
+    def _measure(self, cfg: SweepConfig, srv: Server, pngs: list[bytes], prefill_pngs: list[bytes], gpu: GpuMemory,
+                 others_starting: list[str], measure) -> None:
+        res = self.report["results"][cfg.name]
+        measure = measure or (lambda endpoints, bodies, conc: asyncio.run(run_load(endpoints, bodies, concurrency=conc)))
+        try:
+            srv.wait_ready(self.startup_timeout + 60)
+            res["startup_s"] = round(srv.ready_s or 0.0, 1)
+            endpoints = parse_plan(srv.console())["endpoints"]
+            model = _served_model(endpoints[0])
+            profile = load_profile(cfg.profile)
+            conc = cfg.client_concurrency or cfg.concurrency
+            res["measured_while_starting"] = others_starting
+            gpu.reset_total()
+            res["load"] = measure(endpoints, encode_bodies(pngs, profile, model, self.spec.max_tokens), conc)
+            res["total_gpu_peak_gib_during_load"] = round(gpu.reset_total() / 1024, 2)
+            if cfg.prefill_probe and prefill_pngs:
+                res["prefill_only"] = measure(endpoints, encode_bodies(prefill_pngs, profile, model, 1), conc)
+            res["ok"] = res["load"]["failed"] == 0
+        except Exception as e:  # noqa: BLE001 - a failing configuration is a result; the sweep goes on
+            res["error"] = f"{type(e).__name__}: {e}"
+            log.warning("%s failed: %s", cfg.name, e)
+        finally:
+            res["serve_exit_code"] = srv.stop()
+            time.sleep(2)
+            gpu.sample()
+            peak = gpu.peak.get(cfg.name, 0.0)
+            gpu.remove(cfg.name)
+            res["peak_gpu_gib"] = round(peak / 1024, 2) if gpu.per_process_seen else None
+            res["vllm_commands"] = parse_plan(srv.console())["commands"]
+            res["log_tail"] = _log_tails(self.work / "logs" / cfg.name)[-6000:] + "\n--- console\n" + srv.console()[-3000:]
+
+    # ------------------------------------------------------------------ output
+    def _write(self) -> None:
+        write_sweep(self.report, self.out, self.name)
+
+
+def _served_model(endpoint: str) -> str:
+    r = httpx.get(endpoint + "/models", timeout=30)
+    r.raise_for_status()
+    return r.json()["data"][0]["id"]

@@ -1,0 +1,84 @@
+"""The serving sweep's output: the machine line, the table rows, the JSON and Markdown files."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def machine_summary() -> str:
+    """GPU(s), driver and the versions that matter, without importing the heavy packages."""
+    from importlib import metadata
+
+    parts = []
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run([smi, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=10).stdout.strip()
+            parts.append("; ".join(ln.strip() for ln in out.splitlines() if ln.strip()))
+        except (OSError, subprocess.SubprocessError):
+            pass
+    parts.append(f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}")
+    for pkg in ("ocrserve", "vllm", "torch", "transformers"):
+        try:
+            parts.append(f"{pkg} {metadata.version(pkg)}")
+        except metadata.PackageNotFoundError:
+            try:
+                mod = __import__(pkg) if pkg == "ocrserve" else None
+                parts.append(f"{pkg} {getattr(mod, '__version__', '?')}" if mod else f"{pkg} not installed")
+            except ImportError:
+                parts.append(f"{pkg} not installed")
+    return ", ".join(parts)
+
+
+def table_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
+    rows = []
+    for name, r in report["results"].items():
+        load = r.get("load") or {}
+        pre = r.get("prefill_only") or {}
+        srv = load.get("server") or {}
+        rows.append({
+            "config": name, "ok": r.get("ok"), "pages_per_s": load.get("pages_per_s"),
+            "steady_pages_per_s": load.get("steady_pages_per_s"), "p50_s": load.get("latency_p50_s"),
+            "p95_s": load.get("latency_p95_s"), "prompt_tok_s": load.get("prompt_tokens_per_s"),
+            "output_tok_s": load.get("output_tokens_per_s"), "peak_gpu_gib": r.get("peak_gpu_gib"),
+            "planned_gib": (r.get("plan") or {}).get("planned_gib"), "startup_s": r.get("startup_s"),
+            "prefill_only_pages_per_s": pre.get("pages_per_s"), "server_prefill_s": srv.get("prefill_s"),
+            "server_decode_s": srv.get("decode_s"), "server_queue_s": srv.get("queue_s"),
+            "preemptions": srv.get("preemptions"), "failed": load.get("failed"),
+            "error": (r.get("error") or (r.get("plan") or {}).get("error") or "")[:160].replace("\n", " "),
+        })
+    return rows
+
+
+def write_sweep(report: dict[str, Any], out: Path, name: str = "sweep") -> tuple[Path, Path]:
+    """sweep JSON (everything) and Markdown (the table, the exact commands) under `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    jp, mp = out / f"{name}.json", out / f"{name}.md"
+    jp.write_text(json.dumps(report, indent=1, default=str) + "\n")
+    cols = ["config", "pages_per_s", "steady_pages_per_s", "p50_s", "p95_s", "prompt_tok_s", "output_tok_s",
+            "peak_gpu_gib", "planned_gib", "startup_s", "prefill_only_pages_per_s", "server_prefill_s",
+            "server_decode_s", "server_queue_s", "preemptions", "failed", "error"]
+    lines = [f"# Serving sweep: {name}", "", f"- command: `{report['command']}`", f"- started: {report['started']}",
+             f"- load: {report['corpus']}, max_tokens {report['max_tokens']} with ignore_eos, pre-encoded requests "
+             f"(the engine ceiling); overlap {report['overlap']}", ""]
+    if report.get("machine"):
+        lines.insert(4, f"- machine: {report['machine']}")
+    lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in table_rows(report):
+        lines.append("| " + " | ".join("" if row[c] is None else str(row[c]) for c in cols) + " |")
+    lines += ["", "Server stage columns are vLLM's own per-request means over the load (/metrics deltas): "
+              "prefill = scheduled to first token (vision tower + prefill), decode = first to last token.", "",
+              "## Commands", ""]
+    for rname, r in report["results"].items():
+        lines.append(f"- **{rname}**: `{r.get('serve_command') or ' '.join((r.get('plan') or {}).get('commands') or [])}`")
+        for c in r.get("vllm_commands") or (r.get("plan") or {}).get("commands") or []:
+            lines.append(f"  - vllm: `{c}`")
+    mp.write_text("\n".join(lines) + "\n")
+    return jp, mp

@@ -1,0 +1,127 @@
+"""The serving sweep's plumbing on the CPU: specs, planned commands (dry run), and a real run of two
+configurations through `ocrserve serve` against the stand-in server in place of vLLM."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ocrserve.bench.load import metrics_delta, parse_metrics
+from ocrserve.bench.sweep import SweepConfig, load_spec, parse_plan, scaling_configs, serve_argv
+
+ROOT = Path(__file__).resolve().parents[2]
+STANDIN_VLLM = f"{sys.executable} -m tests.fakes.standin_vllm"
+
+
+def _spec(tmp_path: Path, data: dict) -> Path:
+    p = tmp_path / "spec.json"
+    p.write_text(json.dumps(data))
+    return p
+
+
+def test_spec_defaults_merge_and_bad_specs_are_named(tmp_path):
+    spec = load_spec(_spec(tmp_path, {"pages": 4, "defaults": {"concurrency": 64},
+                                      "configs": [{"name": "a"}, {"name": "b", "concurrency": 8}]}))
+    assert [c.concurrency for c in spec.configs] == [64, 8]
+    with pytest.raises(ValueError, match="names repeat"):
+        load_spec(_spec(tmp_path, {"configs": [{"name": "a"}, {"name": "a"}]}))
+    with pytest.raises(ValueError, match="configs"):
+        load_spec(_spec(tmp_path, {"configs": []}))
+    with pytest.raises(ValueError, match="spec.json"):
+        load_spec(tmp_path / "spec.json.missing")
+    with pytest.raises(ValueError):  # unknown key: a typo fails loudly
+        load_spec(_spec(tmp_path, {"configs": [{"name": "a", "concurency": 3}]}))
+
+
+def test_serve_argv_passes_vllm_flags_after_the_separator():
+    cfg = SweepConfig(name="x", max_num_batched_tokens=32768, vllm_args=["--renderer-num-workers", "8"])
+    argv = serve_argv(cfg, "chandra-1", 8100, dry_run=True, extra_vllm=["--gpu-memory-utilization", "0.45"])
+    i = argv.index("--")
+    assert argv[i + 1:] == ["--renderer-num-workers", "8", "--gpu-memory-utilization", "0.45"]
+    assert argv[argv.index("--max-num-batched-tokens") + 1] == "32768" and "--dry-run" in argv[:i]
+    assert "--mm-cache-gb" in argv and "--no-prefix-caching" in argv and "--load-format" in argv
+
+
+def test_scaling_configs_cover_replicas_and_the_encoder_decoder_split():
+    names = [(c.name, c.gpus, c.parallel) for c in scaling_configs(4)]
+    assert names == [("dp-1", "0", "dp"), ("dp-2", "0,1", "dp"), ("dp-4", "0,1,2,3", "dp"), ("epd-1e3d", "0,1,2,3", "epd")]
+    epd = scaling_configs(4)[-1]
+    assert epd.epd_encoders == 1 and epd.client_concurrency == 128 * 3
+    assert [c.name for c in scaling_configs(1)] == ["dp-1"]
+
+
+def test_metrics_delta_gives_stage_means_and_counters():
+    before = parse_metrics('vllm:request_prefill_time_seconds_sum{model_name="c"} 2.0\n'
+                           'vllm:request_prefill_time_seconds_count{model_name="c"} 4\n'
+                           'vllm:num_preemptions_total{engine="0"} 1\n')
+    after = parse_metrics('vllm:request_prefill_time_seconds_sum{model_name="c"} 12.0\n'
+                          'vllm:request_prefill_time_seconds_count{model_name="c"} 9\n'
+                          'vllm:num_preemptions_total{engine="0"} 3\n# HELP x\n')
+    d = metrics_delta(before, after)
+    assert d["prefill_s"] == 2.0 and d["preemptions"] == 2 and d["decode_s"] is None
+
+
+def _run(args: list[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "bench/sweep_gpu.py", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, **kw)
+
+
+def test_dry_run_plans_scaling_on_four_gpus(tmp_path):
+    out = tmp_path / "out"
+    p = _run(["--scaling", "4", "--dry-run", "--gpu-memory-gib", "140", "--model", "chandra-1", "--out", str(out),
+              "--name", "scale"])
+    assert p.returncode == 0, p.stderr[-2000:]
+    rep = json.loads((out / "scale.json").read_text())
+    plans = {k: v["plan"] for k, v in rep["results"].items()}
+    assert [len(plans[k]["commands"]) for k in ("dp-1", "dp-2", "dp-4")] == [1, 2, 4]
+    epd = plans["epd-1e3d"]["commands"]
+    assert sum("--mm-encoder-only" in c for c in epd) == 1 and sum("ec_consumer" in c for c in epd) == 3
+    assert "CUDA_VISIBLE_DEVICES=3" in " ".join(plans["dp-4"]["commands"])
+    assert "| dp-2 |" in (out / "scale.md").read_text()
+
+
+def test_parse_plan_reads_what_serve_prints():
+    text = ("memory plan (lean, fp8) on a 140.4 GiB GPU:\n  total                57.7 GiB  = 41% of the GPU\n"
+            "commands:\n  [replica-0] CUDA_VISIBLE_DEVICES=0 vllm serve m --port 8100\n"
+            "endpoints: http://127.0.0.1:8100/v1 http://127.0.0.1:8101/v1\n")
+    p = parse_plan(text)
+    assert p["planned_gib"] == 57.7 and p["gpu_gib"] == 140.4
+    assert p["commands"] == ["CUDA_VISIBLE_DEVICES=0 vllm serve m --port 8100"] and len(p["endpoints"]) == 2
+
+
+def test_sweep_runs_each_config_through_ocrserve_serve(tmp_path):
+    """Two configurations, servers started by `ocrserve serve` with a stand-in vLLM, one load each, one table."""
+    spec = _spec(tmp_path, {"pages": 6, "max_tokens": 16, "prefill_pages": 3, "defaults": {"concurrency": 3},
+                            "configs": [{"name": "base", "prefill_probe": True},
+                                        {"name": "renderer", "vllm_args": ["--renderer-num-workers", "8"]},
+                                        {"name": "broken", "profile": "no-such-profile"}]})
+    out = tmp_path / "out"
+    p = _run(["--spec", str(spec), "--model", "chandra-1", "--gpu-memory-gib", "140", "--vllm-bin", STANDIN_VLLM,
+              "--out", str(out), "--work", str(tmp_path / "work"), "--port", "18431", "--startup-timeout", "60", "--overlap", "2"])
+    rep = json.loads((out / "sweep.json").read_text())
+    res = rep["results"]
+    assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-2000:]  # the broken config fails the run, not the sweep
+    assert "no-such-profile" in res["broken"]["plan"]["error"]
+    for name in ("base", "renderer"):
+        r = res[name]
+        assert r["ok"], (name, r.get("error"), r.get("log_tail", "")[-1500:])
+        assert r["load"]["pages"] == 6 and r["load"]["failed"] == 0
+        assert r["load"]["completion_tokens"] == 6 * 16  # fixed output length
+        assert r["load"]["pages_per_s"] > 0 and r["serve_exit_code"] is not None
+    assert res["base"]["prefill_only"]["completion_tokens"] == 3  # max_tokens 1
+    assert "--renderer-num-workers 8" in res["renderer"]["vllm_commands"][0]
+    assert "--renderer-num-workers" not in res["base"]["vllm_commands"][0]
+    assert "standin_vllm flags:" in res["renderer"]["log_tail"]
+    # overlap 2: the second server started while the first was measured, each told its share of the card
+    assert res["renderer"]["started_at_s"] < res["base"]["started_at_s"] + 30
+    for n in ("base", "renderer"):
+        share = float(re.search(r"--gpu-memory-utilization (\S+)", res[n]["vllm_commands"][0]).group(1))
+        planned = res[n]["plan"]["planned_gib"] / res[n]["plan"]["gpu_gib"]
+        assert share == pytest.approx(planned + 0.04, abs=0.006)
+    md = (out / "sweep.md").read_text()
+    assert "| base |" in md and "| renderer |" in md and "vllm serve" in md
