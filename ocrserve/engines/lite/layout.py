@@ -22,19 +22,12 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Sequence, Union
 
+from ocrserve.engines.lite.headers import PAGE_NUMBER, metric as _metric, split_headers_footers
+from ocrserve.engines.lite.order import leaf_order as _leaf_order, reading_order, vfrac_overlap as _vfrac_overlap
+from ocrserve.engines.lite.tables import TableItem, detect_tables, table_html
 from ocrserve.engines.lite.textlayer import Line
 
 Box = tuple[float, float, float, float]
-
-
-@dataclass
-class TableItem:
-    rows: list[list[str]]
-    x0: float
-    y0: float
-    x1: float
-    y1: float
-    lines: list[Line] = field(default_factory=list)
 
 
 @dataclass
@@ -57,7 +50,6 @@ class LayoutBlock:
 
 _BULLET = re.compile(r"^\s*([\u2022\u00b7\u25aa\u25cf\u25e6\u2023\u2043\u25a0\u25a1\u2219\-\u2013\u2014*>])\s+(?=\S)")
 _NUMBERED = re.compile(r"^\s*\(?(\d{1,3}|[a-h])[.)]\s+(?=\S)")
-_PAGE_NUMBER = re.compile(r"^\s*(page\s*)?[-\u2013]?\s*\d{1,4}\s*[-\u2013]?\s*((of|/)\s*\d{1,4})?\s*$", re.IGNORECASE)
 
 
 def _esc(text: str) -> str:
@@ -68,13 +60,6 @@ def _union(items: Sequence[Item]) -> Box:
     return (min(i.x0 for i in items), min(i.y0 for i in items), max(i.x1 for i in items), max(i.y1 for i in items))
 
 
-def _vfrac_overlap(a: Item, b: Item) -> float:
-    ov = min(a.y1, b.y1) - max(a.y0, b.y0)
-    return ov / max(min(a.y1 - a.y0, b.y1 - b.y0), 1e-6)
-
-
-def _metric(line: Line) -> float:
-    return line.size if line.size > 0 else line.h
 
 
 def _weighted_median(values: list[tuple[float, int]]) -> float:
@@ -117,196 +102,6 @@ def merge_fragments(lines: list[Line]) -> list[Line]:
     return out
 
 
-# ---------------------------------------------------------------- 2. headers and footers
-
-
-def split_headers_footers(lines: list[Line], height: float, body_metric: float) -> tuple[list[Line], list[Line], list[Line]]:
-    """(headers, body, footers): small lines near the top / bottom edge, apart from the body."""
-    if len(lines) < 4:
-        return [], lines, []
-
-    def small(l: Line) -> bool:
-        return _metric(l) <= 1.3 * body_metric
-
-    top = {id(l): l for l in lines if l.y1 <= 0.08 * height and small(l)}
-    bottom = {id(l): l for l in lines if l.y0 >= 0.92 * height and small(l)}
-    bottom.update({id(l): l for l in lines if l.y0 >= 0.85 * height and _PAGE_NUMBER.match(l.text)})
-    top.update({id(l): l for l in lines if l.y1 <= 0.12 * height and _PAGE_NUMBER.match(l.text)})
-    rest = [l for l in lines if id(l) not in top and id(l) not in bottom]
-    if not rest:
-        return [], lines, []
-    body_top = min(l.y0 for l in rest)
-    body_bottom = max(l.y1 for l in rest)
-    headers = [l for l in top.values() if l.y1 + 0.5 * l.h <= body_top]
-    footers = [l for l in bottom.values() if l.y0 - 0.5 * l.h >= body_bottom]
-    edge = {id(l) for l in headers} | {id(l) for l in footers}
-    body = [l for l in lines if id(l) not in edge]
-    return headers, body, footers
-
-
-# ---------------------------------------------------------------- 3. tables
-
-
-def _rows(lines: list[Line]) -> list[list[Line]]:
-    rows: list[list[Line]] = []
-    bands: list[tuple[float, float]] = []
-    for ln in sorted(lines, key=lambda l: l.cy):
-        if rows:
-            y0, y1 = bands[-1]
-            ov = min(y1, ln.y1) - max(y0, ln.y0)
-            if ov >= 0.4 * min(y1 - y0, ln.h):
-                rows[-1].append(ln)
-                continue
-        rows.append([ln])
-        bands.append((ln.y0, ln.y1))
-    return [sorted(r, key=lambda l: l.x0) for r in rows]
-
-
-def _columns(cells: list[Line], min_gap: float) -> list[tuple[float, float]]:
-    ivs = sorted((c.x0, c.x1) for c in cells)
-    cols = [list(ivs[0])]
-    for a, b in ivs[1:]:
-        if a - cols[-1][1] < min_gap:
-            cols[-1][1] = max(cols[-1][1], b)
-        else:
-            cols.append([a, b])
-    return [(a, b) for a, b in cols]
-
-
-def detect_tables(lines: list[Line], width: float, lh: float) -> tuple[list[TableItem], list[Line]]:
-    """Runs of rows of short, aligned cells -> tables; the other lines come back untouched."""
-    rows = _rows(lines)
-
-    def cells_of(row: list[Line]) -> list[Line]:
-        return [l for l in row if l.w < 0.33 * width and len(l.text) <= 40]
-
-    tables: list[TableItem] = []
-    used: set[int] = set()
-    i = 0
-    while i < len(rows):
-        run: list[list[Line]] = []
-        j = i
-        while j < len(rows):
-            cells = cells_of(rows[j])
-            if len(cells) < 2:
-                break
-            if run and min(c.y0 for c in cells) - max(c.y1 for c in run[-1]) > 2.0 * lh:
-                break
-            run.append(cells)
-            j += 1
-        if len(run) >= 3 or (len(run) >= 2 and min(len(r) for r in run) >= 3):
-            table = _make_table(run, lh)
-            if table is not None:
-                tables.append(table)
-                used.update(id(c) for r in run for c in r)
-                i = j
-                continue
-        i = max(j, i + 1)
-    rest = [l for l in lines if id(l) not in used]
-    return tables, rest
-
-
-def _make_table(run: list[list[Line]], lh: float) -> TableItem | None:
-    cells = [c for r in run for c in r]
-    cols = _columns(cells, 0.5 * lh)
-    if len(cols) < 2:
-        return None
-    grid: list[list[str]] = []
-    filled = 0
-    for r in run:
-        row = [""] * len(cols)
-        for c in r:
-            k = next((k for k, (a, b) in enumerate(cols) if a - 1 <= c.cx <= b + 1), None)
-            if k is None:
-                return None
-            row[k] = f"{row[k]} {c.text}".strip()
-        if sum(1 for x in row if x) >= 2:
-            filled += 1
-        grid.append(row)
-    if filled < 0.6 * len(run):
-        return None
-    # three-column running text is not a table: its cells are long
-    lengths = sorted(len(c.text) for c in cells)
-    if lengths[len(lengths) // 2] > 30:
-        return None
-    x0, y0, x1, y1 = _union(cells)
-    return TableItem(rows=grid, x0=x0, y0=y0, x1=x1, y1=y1, lines=cells)
-
-
-# ---------------------------------------------------------------- 4. reading order
-
-
-def _weight(it: Item) -> int:
-    return 1 if isinstance(it, Line) else 2
-
-
-def _vertical_cuts(items: list[Item], min_gap: float) -> list[float]:
-    ivs = sorted((it.x0, it.x1) for it in items)
-    gaps: list[tuple[float, float]] = []
-    end = ivs[0][1]
-    for a, b in ivs[1:]:
-        if a - end >= min_gap:
-            gaps.append((end, a))
-        end = max(end, b)
-    cuts = []
-    for g0, g1 in gaps:
-        left = sum(_weight(it) for it in items if it.x1 <= g0 + 1e-6)
-        right = sum(_weight(it) for it in items if it.x0 >= g1 - 1e-6)
-        if left >= 2 and right >= 2:
-            cuts.append((g0 + g1) / 2)
-    return cuts
-
-
-def _y_bands(items: list[Item]) -> list[list[Item]]:
-    srt = sorted(items, key=lambda it: it.y0)
-    bands: list[list[Item]] = [[srt[0]]]
-    end = srt[0].y1
-    for it in srt[1:]:
-        if it.y0 > end:
-            bands.append([it])
-        else:
-            bands[-1].append(it)
-        end = max(end, it.y1)
-    return bands
-
-
-def _leaf_order(items: list[Item]) -> list[Item]:
-    rows: list[list[Item]] = []
-    for it in sorted(items, key=lambda i: (i.y0 + i.y1) / 2):
-        if rows and _vfrac_overlap(rows[-1][0], it) >= 0.5:
-            rows[-1].append(it)
-        else:
-            rows.append([it])
-    return [it for r in rows for it in sorted(r, key=lambda i: i.x0)]
-
-
-def reading_order(items: list[Item], min_gap: float, depth: int = 0) -> list[Item]:
-    """Recursive XY-cut with gutter-aware band grouping."""
-    if len(items) <= 1 or depth > 60:
-        return _leaf_order(items)
-    cuts = _vertical_cuts(items, min_gap)
-    if cuts:
-        edges = [-float("inf"), *cuts, float("inf")]
-        out: list[Item] = []
-        for a, b in zip(edges, edges[1:]):
-            col = [it for it in items if a <= (it.x0 + it.x1) / 2 < b]
-            out += reading_order(col, min_gap, depth + 1) if len(col) < len(items) else _leaf_order(col)
-        return out
-    bands = _y_bands(items)
-    if len(bands) == 1:
-        return _leaf_order(items)
-    groups: list[list[Item]] = []
-    for band in bands:
-        if groups and _vertical_cuts(groups[-1] + band, min_gap):
-            groups[-1] = groups[-1] + band
-        else:
-            groups.append(list(band))
-    out = []
-    for g in groups:
-        out += reading_order(g, min_gap, depth + 1) if len(g) < len(items) else _leaf_order(g)
-    return out
-
-
 # ---------------------------------------------------------------- 5. blocks
 
 
@@ -346,17 +141,23 @@ def build_blocks(
     *,
     figures: Sequence[Box] = (),
     ocr: bool = False,
+    running: Sequence[str] = (),
 ) -> list[LayoutBlock]:
-    """Lines of one page -> layout blocks in reading order (headers first, footers last)."""
+    """Lines of one page -> layout blocks in reading order (headers first, footers last).
+
+    Rotated lines (`Line.angle`) are column heads of a table right under them, or else margin
+    text (watermarks, spine titles), kept out of the flow as Page-Header blocks. `running`: texts
+    the document's other pages repeat (ocrserve.engines.lite.running), headers / footers here too."""
     lines = [l for l in lines if l.text.strip() and l.x1 > l.x0 and l.y1 > l.y0]
     if not lines and not figures:
         return []
-    lines = merge_fragments(lines)
+    rotated = [l for l in lines if l.angle]
+    lines = merge_fragments([l for l in lines if not l.angle])
     lh = median([l.h for l in lines]) if lines else 10.0
     body_metric = _weighted_median([(_metric(l), len(l.text)) for l in lines]) if lines else 1.0
     heading_ratio = 1.3 if ocr else 1.2
-    headers, body, footers = split_headers_footers(lines, height, body_metric)
-    tables, body = detect_tables(body, width, lh)
+    headers, body, footers = split_headers_footers(lines, height, body_metric, running, width)
+    tables, body, rotated = detect_tables(body, width, lh, rotated)
     items: list[Item] = [*body, *tables, *(FigureItem(*f) for f in figures)]
     ordered = reading_order(items, max(0.8 * lh, 0.01 * width)) if items else []
 
@@ -373,6 +174,7 @@ def build_blocks(
     para_gap = (median(gaps) if gaps else 0.2 * lh) + 0.4 * lh
 
     blocks: list[LayoutBlock] = [LayoutBlock("Page-Header", _union([l]), f"<p>{_esc(l.text)}</p>") for l in _leaf_order(headers)]  # type: ignore[list-item]
+    blocks += [LayoutBlock("Page-Header", _union([l]), f"<p>{_esc(l.text)}</p>") for l in rotated]  # type: ignore[list-item]
     paras: list[_Para | TableItem | FigureItem] = []
     for it in ordered:
         if not isinstance(it, Line):
@@ -405,7 +207,7 @@ def build_blocks(
     while k < len(paras):
         p = paras[k]
         if isinstance(p, TableItem):
-            blocks.append(LayoutBlock("Table", _union([p]), _table_html(p.rows)))  # type: ignore[list-item]
+            blocks.append(LayoutBlock("Table", _union([p]), table_html(p)))  # type: ignore[list-item]
         elif isinstance(p, FigureItem):
             blocks.append(LayoutBlock("Image", _union([p]), '<img alt=""/>'))  # type: ignore[list-item]
         elif p.kind == "item":
@@ -480,15 +282,6 @@ def _list_block(items: list[_Para]) -> LayoutBlock:
         texts = [_join([l.text for l in it.lines]) if x is not None else t for it, t, x in zip(items, texts, numbered)]
     inner = "".join(f"<li>{_esc(t)}</li>" for t in texts)
     return LayoutBlock("List-Group", box, f"<ul>{inner}</ul>")
-
-
-def _table_html(rows: list[list[str]]) -> str:
-    out = ["<table>"]
-    for r, row in enumerate(rows):
-        tag = "th" if r == 0 and len(rows) > 1 else "td"
-        out.append("<tr>" + "".join(f"<{tag}>{_esc(c)}</{tag}>" for c in row) + "</tr>")
-    out.append("</table>")
-    return "".join(out)
 
 
 # ---------------------------------------------------------------- raw output
