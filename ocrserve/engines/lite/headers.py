@@ -50,6 +50,37 @@ def _spread(row: list[Line], width: float) -> bool:
     return min(gaps) >= 0.08 * width and row[-1].x1 - row[0].x0 >= 0.45 * width
 
 
+def _edge_zone(lines: list[Line], height: float, small, *, bottom: bool) -> list[Line]:
+    """The lines past the last (first) full-width blank strip of >= 2 line heights near the bottom
+    (top) edge, when they are few, short and not larger than body text."""
+    if len(lines) < 4:
+        return []
+    hs = sorted(l.h for l in lines)
+    lh = hs[len(hs) // 2]
+    blocks: list[list[Line]] = []
+    end = None
+    for l in sorted(lines, key=lambda l: l.y0):
+        if blocks and l.y0 < end + 0.01:
+            blocks[-1].append(l)
+            end = max(end, l.y1)
+        else:
+            blocks.append([l])
+            end = l.y1
+    if bottom:
+        blocks.reverse()
+    best: list[Line] = []
+    for k in range(1, min(len(blocks), 4)):
+        zone = [l for b in blocks[:k] for l in b]
+        inner = blocks[k]
+        gap = (min(l.y0 for l in zone) - max(l.y1 for l in inner)) if bottom else (min(l.y0 for l in inner) - max(l.y1 for l in zone))
+        edge_ok = min(l.y0 for l in zone) >= 0.85 * height if bottom else max(l.y1 for l in zone) <= 0.15 * height
+        if not edge_ok:
+            break
+        if gap >= 2 * lh and all(small(l) and len(l.text) <= 80 for l in zone) and len(zone) <= 6:
+            best = zone
+    return best
+
+
 def split_headers_footers(lines: list[Line], height: float, body_metric: float,
                           running: Sequence[str] = (), width: float = 0.0) -> tuple[list[Line], list[Line], list[Line]]:
     """(headers, body, footers)."""
@@ -65,11 +96,23 @@ def split_headers_footers(lines: list[Line], height: float, body_metric: float,
     bottom: dict[int, Line] = {id(l): l for l in lines if l.y0 >= 0.92 * height and small(l)}
     bottom.update({id(l): l for l in lines if l.y0 >= 0.85 * height and PAGE_NUMBER.match(l.text)})
     top.update({id(l): l for l in lines if l.y1 <= 0.12 * height and PAGE_NUMBER.match(l.text)})
-    rows = _rows(lines)
-    if rows and rows[0][0].y1 <= 0.15 * height and _spread(rows[0], width) and all(small(l) for l in rows[0]):
+    sure: set[int] = set()  # no gap needed
+    rows = [r for r in _rows(lines) if any(ch.isalnum() for l in r for ch in l.text)]
+
+    def running_row(row: list[Line], nxt: list[Line] | None) -> bool:
+        """Left / centre / right pieces (a running head may be set larger), not a table's first row."""
+        if not _spread(row, width) or any(metric(l) > 1.6 * body_metric for l in row):
+            return False
+        if nxt is not None and len(nxt) >= 2 and all(l.w < 0.35 * width for l in nxt) and sum(1 for l in nxt if any(abs(l.x0 - r.x0) < 2 * r.h or abs(l.x1 - r.x1) < 2 * r.h for r in row)) >= 2:
+            return False
+        return True
+
+    if len(rows) >= 3 and rows[0][0].y1 <= 0.15 * height and running_row(rows[0], rows[1]):
         top.update({id(l): l for l in rows[0]})
-    if rows and rows[-1][0].y0 >= 0.85 * height and _spread(rows[-1], width) and all(small(l) for l in rows[-1]):
+        sure.update(id(l) for l in rows[0])
+    if len(rows) >= 3 and rows[-1][0].y0 >= 0.85 * height and running_row(rows[-1], rows[-2]):
         bottom.update({id(l): l for l in rows[-1]})
+        sure.update(id(l) for l in rows[-1])
     # a lone page number first / last on the page, wherever the text ends
     if len(rows) >= 3:
         for row, side, nxt in ((rows[0], top, rows[1]), (rows[-1], bottom, rows[-2])):
@@ -85,25 +128,16 @@ def split_headers_footers(lines: list[Line], height: float, body_metric: float,
                 elif l.y0 >= 0.8 * height:
                     bottom[id(l)] = l
     rest = [l for l in lines if id(l) not in top and id(l) not in bottom]
-    # wider bands for short lines far from the body (two line heights or more)
-    for band, side in ((lambda l: 0.08 * height < l.y1 <= 0.12 * height, top),
-                       (lambda l: 0.85 * height <= l.y0 < 0.92 * height, bottom)):
-        for l in [l for l in rest if band(l) and small(l) and len(l.text) <= 60]:
-            others = [o for o in rest if o is not l and o.y1 <= l.y0] if side is bottom else \
-                     [o for o in rest if o is not l and o.y0 >= l.y1]
-            inner = [o for o in others if not band(o)]
-            if not inner:
-                continue
-            gap = l.y0 - max(o.y1 for o in inner) if side is bottom else min(o.y0 for o in inner) - l.y1
-            if gap >= 2 * l.h and not any(band(o) and not small(o) for o in others):
-                side[id(l)] = l
+    # wider bands: short lines beyond a full-width blank strip of two line heights or more
+    for zone, side in ((_edge_zone(rest, height, small, bottom=False), top), (_edge_zone(rest, height, small, bottom=True), bottom)):
+        side.update({id(l): l for l in zone})
     rest = [l for l in lines if id(l) not in top and id(l) not in bottom]
     if not rest:
         return [], lines, []
     body_top = min(l.y0 for l in rest)
     body_bottom = max(l.y1 for l in rest)
-    headers = [l for l in top.values() if l.y1 + 0.5 * l.h <= body_top or normalise(l.text) in rep]
-    footers = [l for l in bottom.values() if l.y0 - 0.5 * l.h >= body_bottom or normalise(l.text) in rep]
+    headers = [l for l in top.values() if l.y1 + 0.5 * l.h <= body_top or id(l) in sure or normalise(l.text) in rep]
+    footers = [l for l in bottom.values() if l.y0 - 0.5 * l.h >= body_bottom or id(l) in sure or normalise(l.text) in rep]
     edge = {id(l) for l in headers} | {id(l) for l in footers}
     body = [l for l in lines if id(l) not in edge]
     return headers, body, footers

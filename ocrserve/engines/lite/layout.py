@@ -3,13 +3,12 @@
 Works the same on text-layer lines (PDF points) and OCR lines (image pixels): every threshold is
 relative to the page's typical line height. Steps:
 
-1. merge line fragments on the same row that are closer than about one line height;
-2. page headers / footers: small lines in the top / bottom band, set apart from the body;
-3. tables: three or more consecutive rows of short cells whose columns line up;
-4. reading order by recursive XY-cut: a vertical cut where a gutter separates at least two items on
-   each side; else the node is cut into horizontal bands, and consecutive bands that share a gutter
-   are kept together (so two columns are read column by column even where their paragraph gaps
-   happen to line up);
+1. merge line fragments on the same row that are closer than about one line height; rotated
+   lines (`Line.angle`) stay apart: column heads of a table, else margin text out of the flow;
+2. page headers / footers (ocrserve.engines.lite.headers), also lines the document's other pages
+   repeat (`running`);
+3. tables (ocrserve.engines.lite.tables): header rows, spans, multi-line cells;
+4. reading order by recursive XY-cut (ocrserve.engines.lite.order);
 5. paragraphs from consecutive lines (vertical gap, size, indentation of the previous line's end),
    headings by relative font size (or bold short paragraphs), bullet / numbered lists.
 """
@@ -18,11 +17,11 @@ from __future__ import annotations
 
 import html
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from statistics import median
 from typing import Sequence, Union
 
-from ocrserve.engines.lite.headers import PAGE_NUMBER, metric as _metric, split_headers_footers
+from ocrserve.engines.lite.headers import metric as _metric, split_headers_footers
 from ocrserve.engines.lite.order import leaf_order as _leaf_order, reading_order, vfrac_overlap as _vfrac_overlap
 from ocrserve.engines.lite.tables import TableItem, detect_tables, table_html
 from ocrserve.engines.lite.textlayer import Line

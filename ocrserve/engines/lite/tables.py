@@ -124,7 +124,9 @@ def detect_tables(lines: list[Line], width: float, lh: float,
         n_tab = sum(1 for r in run if tabular(r))
         if n_tab >= 3 or (n_tab >= 2 and min(len(r) for r in run if tabular(r)) >= 3):
             # a header row of short cells right above (fewer cells than the body rows)
-            if i > 0 and all(short(l) for l in rows[i - 1]) and near(rows[i - 1], run[0], 1.5) and \
+            sizes = sorted(l.size or l.h for r in run for l in r)
+            if i > 0 and all(short(l) and (l.size or l.h) <= 1.15 * sizes[len(sizes) // 2] for l in rows[i - 1]) and \
+                    near(rows[i - 1], run[0], 1.5) and not _title_like(rows[i - 1], run) and \
                     min(l.x0 for l in rows[i - 1]) >= min(l.x0 for r in run for l in r) - lh and \
                     max(l.x1 for l in rows[i - 1]) <= max(l.x1 for r in run for l in r) + lh and \
                     not any(id(l) in used for l in rows[i - 1]):
@@ -139,6 +141,15 @@ def detect_tables(lines: list[Line], width: float, lh: float,
     rest = [l for l in lines if id(l) not in used]
     taken = {id(l) for t in tables for l in t.lines}
     return tables, rest, [l for l in rotated if id(l) not in taken]
+
+
+def _title_like(row: list[Line], run: list[list[Line]]) -> bool:
+    """A lone line above a table that starts at its left edge or is centred on it: its title."""
+    if len(row) != 1:
+        return False
+    x0, x1 = min(l.x0 for r in run for l in r), max(l.x1 for r in run for l in r)
+    l = row[0]
+    return l.x0 <= x0 + 0.25 * (x1 - x0) or abs(l.cx - (x0 + x1) / 2) <= 0.1 * (x1 - x0)
 
 
 def _gutters(cells: list[Line], n_rows: int, lh: float) -> list[tuple[float, float]]:
@@ -236,7 +247,7 @@ def make_table(run: list[list[Line]], lh: float, rotated: list[Line]) -> TableIt
             (k, prev), = merged_grid[-1].items()
             mine = placed.get(k)
             others = [l for kk, ls in placed.items() if kk != k for l in ls]
-            centred = bool(others) and sorted(l.y0 for l in others)[len(others) // 2] < mine[0].y0 - 0.2 * lh
+            centred = bool(others and mine) and sorted(l.y0 for l in others)[len(others) // 2] < mine[0].y0 - 0.2 * lh
             if mine and centred and merged_spans[-1].get(k, 1) == 1 and not _is_num(prev[0].text) and \
                     _continues(prev[-1], mine[0], lh):
                 placed[k] = prev + mine
@@ -247,8 +258,11 @@ def make_table(run: list[list[Line]], lh: float, rotated: list[Line]) -> TableIt
         merged_spans.append(rspan)
     grid, spans = merged_grid, merged_spans
     filled = sum(1 for g in grid if len(g) >= 2)
-    if filled < 0.5 * len(grid):
+    if filled < 0.5 * len(grid) or filled < 2:
         return None
+    per_col = [sum(1 for g in grid if k in g) for k in range(len(cols))]
+    if sum(1 for n in per_col if n >= 2) < 2:
+        return None  # pieces side by side once (formulas of two columns), not a grid
     rows: list[list[Cell]] = []
     for placed, rspan in zip(grid, spans):
         rows.append([Cell(_cell_text(placed[k]), k, rspan[k]) for k in sorted(placed)])

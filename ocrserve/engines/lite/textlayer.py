@@ -30,8 +30,9 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from ocrserve.engines.lite.chars import (  # noqa: F401 - Line and Char are this module's API too
-    Char, Line, _Frame, chars_to_lines, compose_accents, extract_chars, main_rotation, turn, turn_box,
+    Char, Line, _Frame, chars_to_lines, extract_chars, main_rotation, turn, turn_box,
 )
+from ocrserve.engines.lite.accents import compose_accents
 
 log = logging.getLogger(__name__)
 
