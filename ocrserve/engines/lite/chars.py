@@ -131,6 +131,8 @@ def extract_chars(page: pdfium.PdfPage, textpage: pdfium.PdfTextPage | None = No
             ch = chr(code)
         except (ValueError, OverflowError):
             ch = "\ufffd"
+        if code == 2:
+            ch = "-"  # pdfium's mark for a hyphen that ends a line ("replace-" / "ment")
         generated = bool(pdfium_c.FPDFText_IsGenerated(raw_tp, i))
         if has_map_error is not None and has_map_error(raw_tp, i) == 1:
             ch = "\ufffd"
@@ -280,7 +282,7 @@ def _rotated_lines(chars: list[Char]) -> list[Line]:
 def chars_to_lines(chars: list[Char]) -> list[Line]:
     """Characters in content order -> line fragments (a break at line ends and at wide gaps);
     characters off the upright direction come back as their own lines (`Line.angle` set)."""
-    rotated = [c for c in chars if not c.generated and not c.text.isspace() and _off_axis(c.angle)]
+    rotated = [c for c in chars if c.text not in "\r\n" and (c.x1 > c.x0 or c.text.isspace()) and _off_axis(c.angle)]
     if rotated:
         keep = {id(c) for c in rotated}
         chars = [c for c in chars if id(c) not in keep]

@@ -218,6 +218,9 @@ def make_table(run: list[list[Line]], lh: float, rotated: list[Line]) -> TableIt
     lengths = sorted(len(c.text) for c in cells)
     if lengths[len(lengths) // 2] > 30:
         return None  # three-column running text is not a table: its cells are long
+    prose = sum(1 for c in cells if len(c.text.split()) >= 4 and c.text[:1].islower())
+    if prose >= 0.3 * len(cells):
+        return None  # columns of running text: most lines go on a sentence of the line above
     # rows: bands of fragments; a lone fragment right under a cell of its column continues it
     grid: list[dict[int, list[Line]]] = []
     spans: list[dict[int, int]] = []
