@@ -77,17 +77,45 @@ def _weighted_median(values: list[tuple[float, int]]) -> float:
 # ---------------------------------------------------------------- 1. fragments
 
 
+def _gutter(lines: list[Line], a: Line, b: Line) -> bool:
+    """The space between a and b (one row) is a column gutter: the lines just above and below
+    leave it empty too."""
+    g0, g1, h = a.x1, b.x0, max(a.h, b.h)
+    near = [l for l in lines if l is not a and l is not b and abs(l.cy - a.cy) <= 3 * h and l.x1 > a.x0 and l.x0 < b.x1]
+    above = [l for l in near if l.cy < a.cy - 0.5 * h]
+    below = [l for l in near if l.cy > a.cy + 0.5 * h]
+    if not above or not below:
+        return False
+    e = 0.2 * h
+    return not any(l.x0 < g1 - e and l.x1 > g0 + e for l in above + below)
+
+
+def _justified(lines: list[Line], a: Line, b: Line) -> bool:
+    """a and b are words of a justified line: whole lines of one paragraph span them above and below."""
+    h = max(a.h, b.h)
+
+    def spans(l: Line, reach: float) -> bool:
+        return l.x0 <= a.x0 + h and l.x1 >= b.x1 - h and 0.8 * h <= abs(l.cy - a.cy) <= reach * h
+
+    above = sum(1 for l in lines if spans(l, 3.2) and l.cy < a.cy)
+    below = any(spans(l, 2.2) and l.cy > a.cy for l in lines)
+    return above >= 2 or (above >= 1 and below)  # (a paragraph's last line has none below)
+
+
 def merge_fragments(lines: list[Line]) -> list[Line]:
-    """Join fragments of one row that are closer than about a line height."""
+    """Join fragments of one row that are closer than about a line height (not across a gutter)."""
     out: list[Line] = []
     for ln in sorted(lines, key=lambda l: (l.x0, l.y0)):
         best, best_gap = None, None
         for cand in out:
             h = max(cand.h, ln.h)
             gap = ln.x0 - cand.x1
-            if -0.3 * h <= gap <= 0.9 * h and _vfrac_overlap(cand, ln) >= 0.6 and 0.6 <= ln.h / cand.h <= 1.6:
+            if _vfrac_overlap(cand, ln) >= 0.6 and 0.6 <= ln.h / cand.h <= 1.6 and \
+                    (-0.3 * h <= gap <= 0.9 * h or (0.9 * h < gap <= 3 * h and _justified(lines, cand, ln))):
                 if best_gap is None or gap < best_gap:
                     best, best_gap = cand, gap
+        if best is not None and best_gap > 0.3 * ln.h and _gutter(lines, best, ln):
+            best = None
         if best is None:
             out.append(Line(ln.text, ln.x0, ln.y0, ln.x1, ln.y1, ln.size, ln.bold, ln.score))
             continue
