@@ -279,3 +279,18 @@ def test_other_turns_read_upright(tmp_path, rot):
     c.save()
     md, _ = _md(path)
     assert " ".join(BODY) in md
+
+
+def test_page_of_slanted_text_stays_in_the_flow(tmp_path):
+    """Text that is mostly slanted (no quarter turn rights it) is the page's content, not margin text."""
+    path = tmp_path / "slanted.pdf"
+    c = _canvas(path)
+    c.saveState()
+    c.translate(100, 200)
+    c.rotate(30)
+    _paragraph(c, BODY[:2], x=0, y=0)
+    c.restoreState()
+    c.showPage()
+    c.save()
+    md, _ = _md(path)
+    assert BODY[0] in md and BODY[1] in md

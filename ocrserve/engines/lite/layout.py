@@ -179,7 +179,10 @@ def build_blocks(
     if not lines and not figures:
         return []
     rotated = [l for l in lines if l.angle]
-    lines = merge_fragments([l for l in lines if not l.angle])
+    if sum(len(l.text) for l in rotated) > sum(len(l.text) for l in lines if not l.angle):
+        rotated = []  # the page's text is mostly slanted (no 90-degree turn rights it): read it as it is
+    taken = {id(l) for l in rotated}
+    lines = merge_fragments([l for l in lines if id(l) not in taken])
     lh = median([l.h for l in lines]) if lines else 10.0
     body_metric = _weighted_median([(_metric(l), len(l.text)) for l in lines]) if lines else 1.0
     heading_ratio = 1.3 if ocr else 1.2
