@@ -294,3 +294,44 @@ def test_page_of_slanted_text_stays_in_the_flow(tmp_path):
     c.save()
     md, _ = _md(path)
     assert BODY[0] in md and BODY[1] in md
+
+
+def _big_text_pdf(path: Path, rotate: int = 0) -> None:
+    c = _canvas(path)
+    if rotate:
+        c.setPageRotation(rotate)
+    _paragraph(c, BODY[:3], y=520 if rotate else 700, size=14, lead=22)
+    c.showPage()
+    c.save()
+
+
+def test_rotated_page_is_rendered_upright_for_ocr(tmp_path):
+    from rapidfuzz import fuzz
+
+    path = tmp_path / "rot_ocr.pdf"
+    _big_text_pdf(path, 90)
+    page = PageInput(doc_id="r", index=0, image=Image.new("RGB", (8, 8), "white"), source_path=str(path), source_type="pdf")
+    raw = lite_raw_for(page, PROFILE, ocr="always")
+    parsed = parse_output(raw, PROFILE, (W, H), index=0)
+    md = render_markdown(Document(source=Source(path=str(path), type="pdf", page_count=1), pages=[parsed]))
+    assert fuzz.partial_ratio(BODY[0], md) >= 85, md
+    # boxes are on the page as displayed (portrait): the text lies across its width, turned
+    assert all(b.bbox[3] - b.bbox[1] > b.bbox[2] - b.bbox[0] for b in parsed.blocks if b.label == "Text")
+
+
+def test_sideways_scan_is_turned_upright(tmp_path):
+    from rapidfuzz import fuzz
+
+    path = tmp_path / "p.pdf"
+    _big_text_pdf(path)
+    doc = pdfium.PdfDocument(str(path))
+    img = doc[0].render(scale=150 / 72).to_pil().convert("RGB").rotate(-90, expand=True)  # text runs downwards
+    doc.close()
+    png = tmp_path / "sideways.png"
+    img.save(png)
+    page = PageInput(doc_id="s", index=0, image=img, width=img.width, height=img.height, unit="px",
+                     source_path=str(png), source_type="png")
+    raw = lite_raw_for(page, PROFILE)
+    parsed = parse_output(raw, PROFILE, (img.width, img.height), index=0)
+    md = render_markdown(Document(source=Source(path=str(png), type="png", page_count=1), pages=[parsed]))
+    assert fuzz.partial_ratio(" ".join(BODY[:3]), md) >= 85, md

@@ -31,7 +31,8 @@ from ocrserve.ingest.pool import kill_workers, worker_processes
 from ocrserve.profiles import Profile, load_profile
 from ocrserve.engines.base import DeltaCallback, EngineError, EngineResult, PageInput
 from ocrserve.engines.lite.layout import blocks_to_raw, build_blocks
-from ocrserve.engines.lite.ocrgeom import deskew_angle as _deskew_angle, estimate_sizes as _estimate_sizes
+from ocrserve.engines.lite.chars import turn_box
+from ocrserve.engines.lite.ocrgeom import deskew_angle as _deskew_angle, estimate_sizes as _estimate_sizes, upright_ocr
 from ocrserve.engines.lite.running import forget, running_lines
 from ocrserve.engines.lite.textlayer import Line, analyze_page
 
@@ -144,23 +145,27 @@ def page_raw(task: dict) -> dict:
         running = running_lines(doc, task["index"])
         page = doc[task["index"]]
         report = analyze_page(page, trust_invisible=opts.trust_invisible)
-        width, height = report.width, report.height
+        width, height, rotation = report.width, report.height, report.rotation
         verdict = report.verdict
         if opts.ocr == "always":
             verdict = "ocr_page"
         elif opts.ocr == "never" and verdict != "text":
             verdict = "text"
         info.update(verdict=verdict, reason=report.reason)
-        if report.rotation:
-            info["rotation"] = report.rotation
         lines: list[Line] = list(report.lines) if verdict != "ocr_page" else []
         figures: list[tuple[float, float, float, float]] = []
         if verdict in ("ocr_page", "ocr_regions"):
             scale = min(max(OCR_LONG_SIDE / max(width, height, 1.0), 1.0), OCR_MAX_SCALE)
             # the turn that made the text upright (pdfium turns clockwise)
-            rendered = page.render(scale=scale, rotation=(360 - report.rotation) % 360).to_pil()
+            rendered = page.render(scale=scale, rotation=(360 - rotation) % 360).to_pil()
             if verdict == "ocr_page":
-                lines = [_scaled(l, 1 / scale, 0, 0) for l in ocr_lines(rendered)]
+                if rotation:  # rendered upright already
+                    found = ocr_lines(rendered)
+                else:  # a scan may stand sideways
+                    found, rotation = upright_ocr(rendered, ocr_lines)
+                    if rotation in (90, 270):
+                        width, height = height, width
+                lines = [_scaled(l, 1 / scale, 0, 0) for l in found]
             else:
                 for x0, y0, x1, y1 in report.ocr_regions:
                     box = (int(x0 * scale), int(y0 * scale), int(math.ceil(x1 * scale)), int(math.ceil(y1 * scale)))
@@ -174,10 +179,17 @@ def page_raw(task: dict) -> dict:
         ocr = verdict == "ocr_page"
     else:
         image: Image.Image = task["image"]
-        width, height = float(image.width), float(image.height)
-        lines, figures, ocr = ocr_lines(image), [], True
+        lines, rotation = upright_ocr(image, ocr_lines)
+        width, height = (float(image.height), float(image.width)) if rotation else (float(image.width), float(image.height))
+        figures, ocr = [], True
         info.update(verdict="ocr_page", reason="image")
     blocks = build_blocks(lines, width, height, figures=figures, ocr=ocr, running=running)
+    if rotation:  # boxes back onto the page as displayed (the pipeline crops figures from it)
+        for b in blocks:
+            b.box = turn_box(b.box, width, height, (360 - rotation) % 360)
+        if rotation in (90, 270):
+            width, height = height, width
+        info["rotation"] = rotation
     raw = blocks_to_raw(blocks, width, height, opts.bbox_scale, opts.bbox_format)
     info["elapsed_s"] = time.perf_counter() - t0
     return {"raw": raw, **info}
