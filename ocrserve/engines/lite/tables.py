@@ -16,6 +16,8 @@ relative to the typical line height `lh`:
 
 from __future__ import annotations
 
+import html
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -273,15 +275,12 @@ def make_table(run: list[list[Line]], lh: float, rotated: list[Line]) -> TableIt
     table_lines = list(cells)
     x0, y0 = min(c.x0 for c in cells), min(c.y0 for c in cells)
     x1, y1 = max(c.x1 for c in cells), max(c.y1 for c in cells)
-    heads = _rotated_heads(rotated, cols, x0, x1, y0, lh, grid, header)
+    heads = _rotated_heads(rotated, cols, x0, x1, y0, lh, header)
     if heads:
         hrow = [Cell(" ".join(l.text for l in ls), k) for k, ls in sorted(heads.items())]
-        at = header - 1 if header else 0  # just above the last header row (or on top)
-        at = max(at, 0)
         # rotated heads name the body columns: they go right above the body
-        at = header
-        rows.insert(at, hrow)
-        grid.insert(at, {k: ls for k, ls in heads.items()})
+        rows.insert(header, hrow)
+        grid.insert(header, {k: ls for k, ls in heads.items()})
         header += 1
         y0 = min(y0, min(l.y0 for ls in heads.values() for l in ls))
         table_lines += [l for ls in heads.values() for l in ls]
@@ -319,19 +318,17 @@ def _header_rows(grid: list[dict[int, list[Line]]]) -> int:
 
 
 def _rotated_heads(rotated: list[Line], cols: list[tuple[float, float]], x0: float, x1: float, y0: float,
-                   lh: float, grid, header: int) -> dict[int, list[Line]]:
+                   lh: float, header: int) -> dict[int, list[Line]]:
     """Rotated lines right over the table (its column heads), by the column where each one starts."""
     heads: dict[int, list[Line]] = {}
     if not rotated:
         return heads
-    top_body = y0
     for l in rotated:
         if l.x1 < x0 - lh or l.x0 > x1 + lh:
             continue
-        if l.y1 < top_body - 12 * lh or l.y0 > top_body + (header + 3) * 2 * lh:
+        if l.y1 < y0 - 12 * lh or l.y0 > y0 + (header + 3) * 2 * lh:
             continue
         # where the text starts: slanted upwards text starts at its bottom left
-        import math
         a = math.radians(l.angle)
         if abs(math.cos(a)) < 0.3:
             sx = l.cx
@@ -343,9 +340,7 @@ def _rotated_heads(rotated: list[Line], cols: list[tuple[float, float]], x0: flo
         if k is None:
             continue
         heads.setdefault(k, []).append(l)
-    if len(heads) < 2:
-        return {}
-    return heads
+    return heads if len(heads) >= 2 else {}
 
 
 def _header_spans(rows: list[list[Cell]], header: int, cols: list[tuple[float, float]]) -> None:
@@ -397,6 +392,4 @@ def table_html(t: TableItem) -> str:
 
 
 def _esc(text: str) -> str:
-    import html
-
     return html.escape(text, quote=False)
