@@ -32,6 +32,9 @@ from ocrserve.ingest.raster import close_at_exit
 from ocrserve.profiles import Profile, load_profile
 from ocrserve.engines.base import DeltaCallback, Engine, EngineError, EngineResult, PageInput
 from ocrserve.engines.lite.layout import blocks_to_raw, build_blocks
+from ocrserve.engines.lite.chars import turn_box
+from ocrserve.engines.lite.ocrgeom import deskew_angle as _deskew_angle, estimate_sizes as _estimate_sizes, upright_ocr
+from ocrserve.engines.lite.running import forget, running_lines
 from ocrserve.engines.lite.textlayer import Line, analyze_page
 
 log = logging.getLogger(__name__)
@@ -85,21 +88,6 @@ def _ocr_engine():
     return _OCR
 
 
-def _deskew_angle(quads: list[list[list[float]]]) -> float:
-    """Median angle (radians) of the long, flat text boxes."""
-    angles = []
-    for q in quads:
-        (x0, y0), (x1, y1), _, (x3, y3) = q[0], q[1], q[2], q[3]
-        w = math.hypot(x1 - x0, y1 - y0)
-        h = math.hypot(x3 - x0, y3 - y0)
-        if w > 3 * h and w > 0:
-            angles.append(math.atan2(y1 - y0, x1 - x0))
-    if not angles:
-        return 0.0
-    angles.sort()
-    return angles[len(angles) // 2]
-
-
 def ocr_lines(image: Image.Image) -> list[Line]:
     """RapidOCR on an image -> lines in the image's pixel coordinates (deskewed by the median angle)."""
     import numpy as np
@@ -128,19 +116,6 @@ def ocr_lines(image: Image.Image) -> list[Line]:
     return lines
 
 
-def _estimate_sizes(lines: list[Line]) -> None:
-    """A font-size proxy for OCR lines: box height (skewed by descenders and padding) averaged with
-    the mean character width (which bold, large headings inflate), both relative to the page median."""
-    if not lines:
-        return
-    hs = sorted(l.h for l in lines)
-    cws = sorted(l.w / max(len(l.text), 1) for l in lines)
-    h_med, cw_med = hs[len(hs) // 2], max(cws[len(cws) // 2], 1e-6)
-    for l in lines:
-        cw = l.w / max(len(l.text), 1)
-        l.size = h_med * (l.h / h_med + cw / cw_med) / 2
-
-
 def _open_pdf(path: str, password: str | None):
     import pypdfium2 as pdfium
 
@@ -149,7 +124,9 @@ def _open_pdf(path: str, password: str | None):
     doc = _DOCS.get(key)
     if doc is None:
         while len(_DOCS) >= 2:
-            _DOCS.pop(next(iter(_DOCS))).close()
+            old = _DOCS.pop(next(iter(_DOCS)))
+            forget(old)
+            old.close()
         doc = pdfium.PdfDocument(path, password=password)
         _DOCS[key] = doc
     return doc
@@ -168,11 +145,13 @@ def page_raw(task: dict) -> dict:
     t0 = time.perf_counter()
     opts = LiteOptions(**task["options"])
     info: dict[str, Any] = {}
+    running: frozenset[str] = frozenset()
     if task.get("source_type") == "pdf" and task.get("source_path"):
         doc = _open_pdf(task["source_path"], task.get("password"))
+        running = running_lines(doc, task["index"])
         page = doc[task["index"]]
         report = analyze_page(page, trust_invisible=opts.trust_invisible)
-        width, height = report.width, report.height
+        width, height, rotation = report.width, report.height, report.rotation
         verdict = report.verdict
         if opts.ocr == "always":
             verdict = "ocr_page"
@@ -183,9 +162,16 @@ def page_raw(task: dict) -> dict:
         figures: list[tuple[float, float, float, float]] = []
         if verdict in ("ocr_page", "ocr_regions"):
             scale = min(max(OCR_LONG_SIDE / max(width, height, 1.0), 1.0), OCR_MAX_SCALE)
-            rendered = page.render(scale=scale).to_pil()
+            # the turn that made the text upright (pdfium turns clockwise)
+            rendered = page.render(scale=scale, rotation=(360 - rotation) % 360).to_pil()
             if verdict == "ocr_page":
-                lines = [_scaled(l, 1 / scale, 0, 0) for l in ocr_lines(rendered)]
+                if rotation:  # rendered upright already
+                    found = ocr_lines(rendered)
+                else:  # a scan may stand sideways
+                    found, rotation = upright_ocr(rendered, ocr_lines)
+                    if rotation in (90, 270):
+                        width, height = height, width
+                lines = [_scaled(l, 1 / scale, 0, 0) for l in found]
             else:
                 for x0, y0, x1, y1 in report.ocr_regions:
                     box = (int(x0 * scale), int(y0 * scale), int(math.ceil(x1 * scale)), int(math.ceil(y1 * scale)))
@@ -199,10 +185,17 @@ def page_raw(task: dict) -> dict:
         ocr = verdict == "ocr_page"
     else:
         image: Image.Image = task["image"]
-        width, height = float(image.width), float(image.height)
-        lines, figures, ocr = ocr_lines(image), [], True
+        lines, rotation = upright_ocr(image, ocr_lines)
+        width, height = (float(image.height), float(image.width)) if rotation else (float(image.width), float(image.height))
+        figures, ocr = [], True
         info.update(verdict="ocr_page", reason="image")
-    blocks = build_blocks(lines, width, height, figures=figures, ocr=ocr)
+    blocks = build_blocks(lines, width, height, figures=figures, ocr=ocr, running=running)
+    if rotation:  # boxes back onto the page as displayed (the pipeline crops figures from it)
+        for b in blocks:
+            b.box = turn_box(b.box, width, height, (360 - rotation) % 360)
+        if rotation in (90, 270):
+            width, height = height, width
+        info["rotation"] = rotation
     raw = blocks_to_raw(blocks, width, height, opts.bbox_scale, opts.bbox_format)
     info["elapsed_s"] = time.perf_counter() - t0
     return {"raw": raw, **info}

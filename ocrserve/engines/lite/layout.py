@@ -3,13 +3,12 @@
 Works the same on text-layer lines (PDF points) and OCR lines (image pixels): every threshold is
 relative to the page's typical line height. Steps:
 
-1. merge line fragments on the same row that are closer than about one line height;
-2. page headers / footers: small lines in the top / bottom band, set apart from the body;
-3. tables: three or more consecutive rows of short cells whose columns line up;
-4. reading order by recursive XY-cut: a vertical cut where a gutter separates at least two items on
-   each side; else the node is cut into horizontal bands, and consecutive bands that share a gutter
-   are kept together (so two columns are read column by column even where their paragraph gaps
-   happen to line up);
+1. merge line fragments on the same row that are closer than about one line height; rotated
+   lines (`Line.angle`) stay apart: column heads of a table, else margin text out of the flow;
+2. page headers / footers (ocrserve.engines.lite.headers), also lines the document's other pages
+   repeat (`running`);
+3. tables (ocrserve.engines.lite.tables): header rows, spans, multi-line cells;
+4. reading order by recursive XY-cut (ocrserve.engines.lite.order);
 5. paragraphs from consecutive lines (vertical gap, size, indentation of the previous line's end),
    headings by relative font size (or bold short paragraphs), bullet / numbered lists.
 """
@@ -18,23 +17,16 @@ from __future__ import annotations
 
 import html
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from statistics import median
 from typing import Sequence, Union
 
+from ocrserve.engines.lite.headers import metric as _metric, split_headers_footers
+from ocrserve.engines.lite.order import leaf_order as _leaf_order, reading_order, vfrac_overlap as _vfrac_overlap
+from ocrserve.engines.lite.tables import TableItem, detect_tables, table_html
 from ocrserve.engines.lite.textlayer import Line
 
 Box = tuple[float, float, float, float]
-
-
-@dataclass
-class TableItem:
-    rows: list[list[str]]
-    x0: float
-    y0: float
-    x1: float
-    y1: float
-    lines: list[Line] = field(default_factory=list)
 
 
 @dataclass
@@ -57,7 +49,6 @@ class LayoutBlock:
 
 _BULLET = re.compile(r"^\s*([\u2022\u00b7\u25aa\u25cf\u25e6\u2023\u2043\u25a0\u25a1\u2219\-\u2013\u2014*>])\s+(?=\S)")
 _NUMBERED = re.compile(r"^\s*\(?(\d{1,3}|[a-h])[.)]\s+(?=\S)")
-_PAGE_NUMBER = re.compile(r"^\s*(page\s*)?[-\u2013]?\s*\d{1,4}\s*[-\u2013]?\s*((of|/)\s*\d{1,4})?\s*$", re.IGNORECASE)
 
 
 def _esc(text: str) -> str:
@@ -68,13 +59,6 @@ def _union(items: Sequence[Item]) -> Box:
     return (min(i.x0 for i in items), min(i.y0 for i in items), max(i.x1 for i in items), max(i.y1 for i in items))
 
 
-def _vfrac_overlap(a: Item, b: Item) -> float:
-    ov = min(a.y1, b.y1) - max(a.y0, b.y0)
-    return ov / max(min(a.y1 - a.y0, b.y1 - b.y0), 1e-6)
-
-
-def _metric(line: Line) -> float:
-    return line.size if line.size > 0 else line.h
 
 
 def _weighted_median(values: list[tuple[float, int]]) -> float:
@@ -93,17 +77,45 @@ def _weighted_median(values: list[tuple[float, int]]) -> float:
 # ---------------------------------------------------------------- 1. fragments
 
 
+def _gutter(lines: list[Line], a: Line, b: Line) -> bool:
+    """The space between a and b (one row) is a column gutter: the lines just above and below
+    leave it empty too."""
+    g0, g1, h = a.x1, b.x0, max(a.h, b.h)
+    near = [l for l in lines if l is not a and l is not b and abs(l.cy - a.cy) <= 3 * h and l.x1 > a.x0 and l.x0 < b.x1]
+    above = [l for l in near if l.cy < a.cy - 0.5 * h]
+    below = [l for l in near if l.cy > a.cy + 0.5 * h]
+    if not above or not below:
+        return False
+    e = 0.2 * h
+    return not any(l.x0 < g1 - e and l.x1 > g0 + e for l in above + below)
+
+
+def _justified(lines: list[Line], a: Line, b: Line) -> bool:
+    """a and b are words of a justified line: whole lines of one paragraph span them above and below."""
+    h = max(a.h, b.h)
+
+    def spans(l: Line, reach: float) -> bool:
+        return l.x0 <= a.x0 + h and l.x1 >= b.x1 - h and 0.8 * h <= abs(l.cy - a.cy) <= reach * h
+
+    above = sum(1 for l in lines if spans(l, 3.2) and l.cy < a.cy)
+    below = any(spans(l, 2.2) and l.cy > a.cy for l in lines)
+    return above >= 2 or (above >= 1 and below)  # (a paragraph's last line has none below)
+
+
 def merge_fragments(lines: list[Line]) -> list[Line]:
-    """Join fragments of one row that are closer than about a line height."""
+    """Join fragments of one row that are closer than about a line height (not across a gutter)."""
     out: list[Line] = []
     for ln in sorted(lines, key=lambda l: (l.x0, l.y0)):
         best, best_gap = None, None
         for cand in out:
             h = max(cand.h, ln.h)
             gap = ln.x0 - cand.x1
-            if -0.3 * h <= gap <= 0.9 * h and _vfrac_overlap(cand, ln) >= 0.6 and 0.6 <= ln.h / cand.h <= 1.6:
+            if _vfrac_overlap(cand, ln) >= 0.6 and 0.6 <= ln.h / cand.h <= 1.6 and \
+                    (-0.3 * h <= gap <= 0.9 * h or (0.9 * h < gap <= 3 * h and _justified(lines, cand, ln))):
                 if best_gap is None or gap < best_gap:
                     best, best_gap = cand, gap
+        if best is not None and best_gap > 0.3 * ln.h and _gutter(lines, best, ln):
+            best = None
         if best is None:
             out.append(Line(ln.text, ln.x0, ln.y0, ln.x1, ln.y1, ln.size, ln.bold, ln.score))
             continue
@@ -114,196 +126,6 @@ def merge_fragments(lines: list[Line]) -> list[Line]:
         best.size = best.size if best.size >= ln.size or n_old > len(ln.text) else ln.size
         best.x1 = max(best.x1, ln.x1)
         best.y0, best.y1 = min(best.y0, ln.y0), max(best.y1, ln.y1)
-    return out
-
-
-# ---------------------------------------------------------------- 2. headers and footers
-
-
-def split_headers_footers(lines: list[Line], height: float, body_metric: float) -> tuple[list[Line], list[Line], list[Line]]:
-    """(headers, body, footers): small lines near the top / bottom edge, apart from the body."""
-    if len(lines) < 4:
-        return [], lines, []
-
-    def small(l: Line) -> bool:
-        return _metric(l) <= 1.3 * body_metric
-
-    top = {id(l): l for l in lines if l.y1 <= 0.08 * height and small(l)}
-    bottom = {id(l): l for l in lines if l.y0 >= 0.92 * height and small(l)}
-    bottom.update({id(l): l for l in lines if l.y0 >= 0.85 * height and _PAGE_NUMBER.match(l.text)})
-    top.update({id(l): l for l in lines if l.y1 <= 0.12 * height and _PAGE_NUMBER.match(l.text)})
-    rest = [l for l in lines if id(l) not in top and id(l) not in bottom]
-    if not rest:
-        return [], lines, []
-    body_top = min(l.y0 for l in rest)
-    body_bottom = max(l.y1 for l in rest)
-    headers = [l for l in top.values() if l.y1 + 0.5 * l.h <= body_top]
-    footers = [l for l in bottom.values() if l.y0 - 0.5 * l.h >= body_bottom]
-    edge = {id(l) for l in headers} | {id(l) for l in footers}
-    body = [l for l in lines if id(l) not in edge]
-    return headers, body, footers
-
-
-# ---------------------------------------------------------------- 3. tables
-
-
-def _rows(lines: list[Line]) -> list[list[Line]]:
-    rows: list[list[Line]] = []
-    bands: list[tuple[float, float]] = []
-    for ln in sorted(lines, key=lambda l: l.cy):
-        if rows:
-            y0, y1 = bands[-1]
-            ov = min(y1, ln.y1) - max(y0, ln.y0)
-            if ov >= 0.4 * min(y1 - y0, ln.h):
-                rows[-1].append(ln)
-                continue
-        rows.append([ln])
-        bands.append((ln.y0, ln.y1))
-    return [sorted(r, key=lambda l: l.x0) for r in rows]
-
-
-def _columns(cells: list[Line], min_gap: float) -> list[tuple[float, float]]:
-    ivs = sorted((c.x0, c.x1) for c in cells)
-    cols = [list(ivs[0])]
-    for a, b in ivs[1:]:
-        if a - cols[-1][1] < min_gap:
-            cols[-1][1] = max(cols[-1][1], b)
-        else:
-            cols.append([a, b])
-    return [(a, b) for a, b in cols]
-
-
-def detect_tables(lines: list[Line], width: float, lh: float) -> tuple[list[TableItem], list[Line]]:
-    """Runs of rows of short, aligned cells -> tables; the other lines come back untouched."""
-    rows = _rows(lines)
-
-    def cells_of(row: list[Line]) -> list[Line]:
-        return [l for l in row if l.w < 0.33 * width and len(l.text) <= 40]
-
-    tables: list[TableItem] = []
-    used: set[int] = set()
-    i = 0
-    while i < len(rows):
-        run: list[list[Line]] = []
-        j = i
-        while j < len(rows):
-            cells = cells_of(rows[j])
-            if len(cells) < 2:
-                break
-            if run and min(c.y0 for c in cells) - max(c.y1 for c in run[-1]) > 2.0 * lh:
-                break
-            run.append(cells)
-            j += 1
-        if len(run) >= 3 or (len(run) >= 2 and min(len(r) for r in run) >= 3):
-            table = _make_table(run, lh)
-            if table is not None:
-                tables.append(table)
-                used.update(id(c) for r in run for c in r)
-                i = j
-                continue
-        i = max(j, i + 1)
-    rest = [l for l in lines if id(l) not in used]
-    return tables, rest
-
-
-def _make_table(run: list[list[Line]], lh: float) -> TableItem | None:
-    cells = [c for r in run for c in r]
-    cols = _columns(cells, 0.5 * lh)
-    if len(cols) < 2:
-        return None
-    grid: list[list[str]] = []
-    filled = 0
-    for r in run:
-        row = [""] * len(cols)
-        for c in r:
-            k = next((k for k, (a, b) in enumerate(cols) if a - 1 <= c.cx <= b + 1), None)
-            if k is None:
-                return None
-            row[k] = f"{row[k]} {c.text}".strip()
-        if sum(1 for x in row if x) >= 2:
-            filled += 1
-        grid.append(row)
-    if filled < 0.6 * len(run):
-        return None
-    # three-column running text is not a table: its cells are long
-    lengths = sorted(len(c.text) for c in cells)
-    if lengths[len(lengths) // 2] > 30:
-        return None
-    x0, y0, x1, y1 = _union(cells)
-    return TableItem(rows=grid, x0=x0, y0=y0, x1=x1, y1=y1, lines=cells)
-
-
-# ---------------------------------------------------------------- 4. reading order
-
-
-def _weight(it: Item) -> int:
-    return 1 if isinstance(it, Line) else 2
-
-
-def _vertical_cuts(items: list[Item], min_gap: float) -> list[float]:
-    ivs = sorted((it.x0, it.x1) for it in items)
-    gaps: list[tuple[float, float]] = []
-    end = ivs[0][1]
-    for a, b in ivs[1:]:
-        if a - end >= min_gap:
-            gaps.append((end, a))
-        end = max(end, b)
-    cuts = []
-    for g0, g1 in gaps:
-        left = sum(_weight(it) for it in items if it.x1 <= g0 + 1e-6)
-        right = sum(_weight(it) for it in items if it.x0 >= g1 - 1e-6)
-        if left >= 2 and right >= 2:
-            cuts.append((g0 + g1) / 2)
-    return cuts
-
-
-def _y_bands(items: list[Item]) -> list[list[Item]]:
-    srt = sorted(items, key=lambda it: it.y0)
-    bands: list[list[Item]] = [[srt[0]]]
-    end = srt[0].y1
-    for it in srt[1:]:
-        if it.y0 > end:
-            bands.append([it])
-        else:
-            bands[-1].append(it)
-        end = max(end, it.y1)
-    return bands
-
-
-def _leaf_order(items: list[Item]) -> list[Item]:
-    rows: list[list[Item]] = []
-    for it in sorted(items, key=lambda i: (i.y0 + i.y1) / 2):
-        if rows and _vfrac_overlap(rows[-1][0], it) >= 0.5:
-            rows[-1].append(it)
-        else:
-            rows.append([it])
-    return [it for r in rows for it in sorted(r, key=lambda i: i.x0)]
-
-
-def reading_order(items: list[Item], min_gap: float, depth: int = 0) -> list[Item]:
-    """Recursive XY-cut with gutter-aware band grouping."""
-    if len(items) <= 1 or depth > 60:
-        return _leaf_order(items)
-    cuts = _vertical_cuts(items, min_gap)
-    if cuts:
-        edges = [-float("inf"), *cuts, float("inf")]
-        out: list[Item] = []
-        for a, b in zip(edges, edges[1:]):
-            col = [it for it in items if a <= (it.x0 + it.x1) / 2 < b]
-            out += reading_order(col, min_gap, depth + 1) if len(col) < len(items) else _leaf_order(col)
-        return out
-    bands = _y_bands(items)
-    if len(bands) == 1:
-        return _leaf_order(items)
-    groups: list[list[Item]] = []
-    for band in bands:
-        if groups and _vertical_cuts(groups[-1] + band, min_gap):
-            groups[-1] = groups[-1] + band
-        else:
-            groups.append(list(band))
-    out = []
-    for g in groups:
-        out += reading_order(g, min_gap, depth + 1) if len(g) < len(items) else _leaf_order(g)
     return out
 
 
@@ -346,17 +168,26 @@ def build_blocks(
     *,
     figures: Sequence[Box] = (),
     ocr: bool = False,
+    running: Sequence[str] = (),
 ) -> list[LayoutBlock]:
-    """Lines of one page -> layout blocks in reading order (headers first, footers last)."""
+    """Lines of one page -> layout blocks in reading order (headers first, footers last).
+
+    Rotated lines (`Line.angle`) are column heads of a table right under them, or else margin
+    text (watermarks, spine titles), kept out of the flow as Page-Header blocks. `running`: texts
+    the document's other pages repeat (ocrserve.engines.lite.running), headers / footers here too."""
     lines = [l for l in lines if l.text.strip() and l.x1 > l.x0 and l.y1 > l.y0]
     if not lines and not figures:
         return []
-    lines = merge_fragments(lines)
+    rotated = [l for l in lines if l.angle]
+    if sum(len(l.text) for l in rotated) > sum(len(l.text) for l in lines if not l.angle):
+        rotated = []  # the page's text is mostly slanted (no 90-degree turn rights it): read it as it is
+    taken = {id(l) for l in rotated}
+    lines = merge_fragments([l for l in lines if id(l) not in taken])
     lh = median([l.h for l in lines]) if lines else 10.0
     body_metric = _weighted_median([(_metric(l), len(l.text)) for l in lines]) if lines else 1.0
     heading_ratio = 1.3 if ocr else 1.2
-    headers, body, footers = split_headers_footers(lines, height, body_metric)
-    tables, body = detect_tables(body, width, lh)
+    headers, body, footers = split_headers_footers(lines, height, body_metric, running, width)
+    tables, body, rotated = detect_tables(body, width, lh, rotated)
     items: list[Item] = [*body, *tables, *(FigureItem(*f) for f in figures)]
     ordered = reading_order(items, max(0.8 * lh, 0.01 * width)) if items else []
 
@@ -373,6 +204,7 @@ def build_blocks(
     para_gap = (median(gaps) if gaps else 0.2 * lh) + 0.4 * lh
 
     blocks: list[LayoutBlock] = [LayoutBlock("Page-Header", _union([l]), f"<p>{_esc(l.text)}</p>") for l in _leaf_order(headers)]  # type: ignore[list-item]
+    blocks += [LayoutBlock("Page-Header", _union([l]), f"<p>{_esc(l.text)}</p>") for l in rotated]  # type: ignore[list-item]
     paras: list[_Para | TableItem | FigureItem] = []
     for it in ordered:
         if not isinstance(it, Line):
@@ -405,7 +237,7 @@ def build_blocks(
     while k < len(paras):
         p = paras[k]
         if isinstance(p, TableItem):
-            blocks.append(LayoutBlock("Table", _union([p]), _table_html(p.rows)))  # type: ignore[list-item]
+            blocks.append(LayoutBlock("Table", _union([p]), table_html(p)))  # type: ignore[list-item]
         elif isinstance(p, FigureItem):
             blocks.append(LayoutBlock("Image", _union([p]), '<img alt=""/>'))  # type: ignore[list-item]
         elif p.kind == "item":
@@ -480,15 +312,6 @@ def _list_block(items: list[_Para]) -> LayoutBlock:
         texts = [_join([l.text for l in it.lines]) if x is not None else t for it, t, x in zip(items, texts, numbered)]
     inner = "".join(f"<li>{_esc(t)}</li>" for t in texts)
     return LayoutBlock("List-Group", box, f"<ul>{inner}</ul>")
-
-
-def _table_html(rows: list[list[str]]) -> str:
-    out = ["<table>"]
-    for r, row in enumerate(rows):
-        tag = "th" if r == 0 and len(rows) > 1 else "td"
-        out.append("<tr>" + "".join(f"<{tag}>{_esc(c)}</{tag}>" for c in row) + "</tr>")
-    out.append("</table>")
-    return "".join(out)
 
 
 # ---------------------------------------------------------------- raw output

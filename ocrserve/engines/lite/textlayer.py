@@ -1,7 +1,10 @@
-"""A PDF page's text layer through pypdfium2: characters, line fragments, and whether it can be trusted.
+"""A PDF page's text layer through pypdfium2: its lines (ocrserve.engines.lite.chars) and whether it
+can be trusted.
 
 Coordinates are page coordinates as the page is displayed (rotation applied, crop box origin at the
-top left, y down, PDF points). The "usable text layer" decision looks at:
+top left, y down, PDF points), turned further when the page's text mostly runs sideways
+(`TextLayerReport.rotation`: render the page with that turn for OCR). The "usable text layer"
+decision looks at:
 
 - how much text there is at all (a scan without OCR has none);
 - render mode: text drawn invisibly (mode 3/7) is an earlier OCR pass over a scan; it is used only
@@ -17,7 +20,6 @@ pypdfium2 is not thread-safe: call this from one thread per process (the lite en
 
 from __future__ import annotations
 
-import ctypes
 import logging
 import re
 import unicodedata
@@ -27,52 +29,12 @@ from typing import Literal
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
+from ocrserve.engines.lite.chars import (  # noqa: F401 - Line and Char are this module's API too
+    Char, Line, _Frame, chars_to_lines, extract_chars, main_rotation, turn, turn_box,
+)
+from ocrserve.engines.lite.accents import compose_accents
+
 log = logging.getLogger(__name__)
-
-INVISIBLE_MODES = {3, 7}  # FPDF_TEXTRENDERMODE_INVISIBLE, _CLIP
-
-
-@dataclass
-class Char:
-    text: str
-    x0: float
-    y0: float
-    x1: float
-    y1: float
-    size: float          # font size in points (pdfium), 0 when unknown
-    weight: int          # font weight (400 normal, 700 bold), -1 when unknown
-    invisible: bool
-    generated: bool      # a space or line break pdfium inferred
-
-
-@dataclass
-class Line:
-    """A line (or line fragment) of text with its box, shared by the text layer and OCR."""
-
-    text: str
-    x0: float
-    y0: float
-    x1: float
-    y1: float
-    size: float = 0.0    # font size when known (text layer), else 0
-    bold: bool = False
-    score: float = 1.0   # OCR confidence; 1 for the text layer
-
-    @property
-    def h(self) -> float:
-        return max(self.y1 - self.y0, 1e-6)
-
-    @property
-    def w(self) -> float:
-        return max(self.x1 - self.x0, 0.0)
-
-    @property
-    def cx(self) -> float:
-        return (self.x0 + self.x1) / 2
-
-    @property
-    def cy(self) -> float:
-        return (self.y0 + self.y1) / 2
 
 
 @dataclass
@@ -101,109 +63,8 @@ class TextLayerReport:
     reason: str = ""
     ocr_regions: list[tuple[float, float, float, float]] = field(default_factory=list)
     quality: Quality = field(default_factory=Quality)
+    rotation: int = 0   # clockwise turn (degrees) that made the page's text upright
     invisible_share: float = 0.0
-
-
-# ---------------------------------------------------------------- coordinates
-
-
-class _Frame:
-    """PDF user space -> displayed page space (top-left origin, rotation applied)."""
-
-    def __init__(self, page: pdfium.PdfPage):
-        left, bottom, right, top = page.get_cropbox()
-        self.left, self.top = left, top
-        self.w0, self.h0 = right - left, top - bottom
-        self.rot = page.get_rotation() % 360
-        self.width, self.height = (self.h0, self.w0) if self.rot in (90, 270) else (self.w0, self.h0)
-
-    def point(self, x: float, y: float) -> tuple[float, float]:
-        xp, yp = x - self.left, self.top - y
-        if self.rot == 90:
-            return self.h0 - yp, xp
-        if self.rot == 180:
-            return self.w0 - xp, self.h0 - yp
-        if self.rot == 270:
-            return yp, self.w0 - xp
-        return xp, yp
-
-    def box(self, l: float, b: float, r: float, t: float) -> tuple[float, float, float, float]:
-        xa, ya = self.point(l, b)
-        xb, yb = self.point(r, t)
-        return min(xa, xb), min(ya, yb), max(xa, xb), max(ya, yb)
-
-
-# ---------------------------------------------------------------- characters
-
-
-def extract_chars(page: pdfium.PdfPage, textpage: pdfium.PdfTextPage | None = None) -> tuple[list[Char], _Frame]:
-    """All characters of a page in content order, boxes in displayed page space."""
-    frame = _Frame(page)
-    tp = textpage or page.get_textpage()
-    raw_tp = tp.raw
-    n = pdfium_c.FPDFText_CountChars(raw_tp)
-    l, r, b, t = (ctypes.c_double() for _ in range(4))
-    get_mode = getattr(pdfium_c, "FPDFTextObj_GetTextRenderMode", None)
-    get_obj = getattr(pdfium_c, "FPDFText_GetTextObject", None)
-    has_map_error = getattr(pdfium_c, "FPDFText_HasUnicodeMapError", None)
-    mode_cache: dict[int, bool] = {}
-    font_cache: dict[bytes, bool] = {}
-    chars: list[Char] = []
-    for i in range(max(n, 0)):
-        code = pdfium_c.FPDFText_GetUnicode(raw_tp, i)
-        try:
-            ch = chr(code)
-        except (ValueError, OverflowError):
-            ch = "\ufffd"
-        generated = bool(pdfium_c.FPDFText_IsGenerated(raw_tp, i))
-        if has_map_error is not None and has_map_error(raw_tp, i) == 1:
-            ch = "\ufffd"
-        if ch in "\r\n" or (ch.isspace() and generated):
-            chars.append(Char(ch, 0, 0, 0, 0, 0.0, -1, False, True))
-            continue
-        if pdfium_c.FPDFText_GetLooseCharBox is not None:
-            rect = pdfium_c.FS_RECTF()
-            ok = pdfium_c.FPDFText_GetLooseCharBox(raw_tp, i, rect)
-            box = (rect.left, rect.bottom, rect.right, rect.top) if ok else None
-        else:  # pragma: no cover - very old pdfium
-            box = None
-        if box is None or box[2] - box[0] <= 0:
-            if pdfium_c.FPDFText_GetCharBox(raw_tp, i, l, r, b, t):
-                box = (l.value, b.value, r.value, t.value)
-            else:
-                box = (0.0, 0.0, 0.0, 0.0)
-        x0, y0, x1, y1 = frame.box(*box)
-        invisible = False
-        if get_mode is not None and get_obj is not None:
-            obj = get_obj(raw_tp, i)
-            key = ctypes.cast(obj, ctypes.c_void_p).value or 0
-            if key not in mode_cache:
-                mode_cache[key] = bool(obj) and get_mode(obj) in INVISIBLE_MODES
-            invisible = mode_cache[key]
-        size = float(pdfium_c.FPDFText_GetFontSize(raw_tp, i))
-        weight = int(pdfium_c.FPDFText_GetFontWeight(raw_tp, i))
-        if weight < 600 and _font_is_bold(raw_tp, i, font_cache):
-            weight = 700
-        chars.append(Char(ch, x0, y0, x1, y1, size, weight, invisible, generated))
-    if textpage is None:
-        tp.close()
-    return chars, frame
-
-
-_BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
-
-
-def _font_is_bold(raw_tp, i: int, cache: dict[bytes, bool]) -> bool:
-    """Bold by font name (base-14 fonts report weight 400 even when they are Helvetica-Bold)."""
-    buf = ctypes.create_string_buffer(128)
-    flags = ctypes.c_int()
-    n = pdfium_c.FPDFText_GetFontInfo(raw_tp, i, buf, 128, flags)
-    if n <= 0:
-        return False
-    name = buf.raw[: max(n - 1, 0)]
-    if name not in cache:
-        cache[name] = bool(_BOLD_NAME.search(name.decode("latin-1", "replace")))
-    return cache[name]
 
 
 # ---------------------------------------------------------------- quality
@@ -261,71 +122,6 @@ def text_quality(text: str) -> Quality:
     )
 
 
-# ---------------------------------------------------------------- lines
-
-
-def chars_to_lines(chars: list[Char]) -> list[Line]:
-    """Characters in content order -> line fragments (a break at line ends and at wide gaps)."""
-    lines: list[Line] = []
-    cur: list[Char] = []
-    pending_space = False
-
-    def close() -> None:
-        nonlocal cur
-        if cur:
-            text = "".join(c.text for c in cur)
-            text = re.sub(r"\s+", " ", text).strip()
-            boxed = [c for c in cur if not c.text.isspace()]
-            if text and boxed:
-                sizes = sorted(c.size for c in boxed)
-                hs = sorted(c.y1 - c.y0 for c in boxed)
-                size, h = sizes[len(sizes) // 2], hs[len(hs) // 2]
-                if not (size > 0 and 0.5 <= h / size <= 2.5):
-                    # pdfium reports the Tf size; with the size in the text matrix (Tf 1) it is
-                    # useless: take the glyph box height instead
-                    size = h / 1.2
-                heavy = sum(1 for c in boxed if c.weight >= 600)
-                lines.append(Line(
-                    text=text,
-                    x0=min(c.x0 for c in boxed), y0=min(c.y0 for c in boxed),
-                    x1=max(c.x1 for c in boxed), y1=max(c.y1 for c in boxed),
-                    size=size, bold=heavy >= 0.8 * len(boxed),
-                ))
-        cur = []
-
-    x1 = y0 = y1 = 0.0
-    for c in chars:
-        if c.text in "\r\n":
-            close()
-            pending_space = False
-            continue
-        if c.text.isspace():
-            pending_space = True
-            continue
-        if c.x1 <= c.x0 and c.y1 <= c.y0:
-            continue  # no box: nothing to place
-        h = max(c.y1 - c.y0, 1e-3)
-        if cur:
-            lh = max(y1 - y0, 1e-3)
-            overlap = min(y1, c.y1) - max(y0, c.y0)
-            gap = c.x0 - x1
-            same = overlap >= 0.5 * min(lh, h) and -0.5 * max(lh, h) <= gap <= 0.9 * max(lh, h)
-            if not same:
-                close()
-            elif pending_space or gap > 0.25 * min(lh, h):
-                cur.append(Char(" ", x1, y0, x1, y1, 0.0, -1, c.invisible, True))
-        if not cur:
-            x1, y0, y1 = c.x1, c.y0, c.y1
-        cur.append(c)
-        pending_space = False
-        x1 = max(x1, c.x1)
-        # the line's band follows the first characters (superscripts do not widen it much)
-        if len(cur) <= 2:
-            y0, y1 = min(y0, c.y0), max(y1, c.y1)
-    close()
-    return lines
-
-
 # ---------------------------------------------------------------- images
 
 
@@ -371,10 +167,12 @@ def _area(r: tuple[float, float, float, float]) -> float:
 def analyze_page(page: pdfium.PdfPage, *, trust_invisible: bool = True) -> TextLayerReport:
     """Read a page's text layer and decide: use it, OCR the whole page, or OCR some regions."""
     chars, frame = extract_chars(page)
-    report = TextLayerReport(width=frame.width, height=frame.height)
-    page_area = max(frame.width * frame.height, 1.0)
+    rotation = main_rotation(chars)
+    chars, W, H = turn(chars, frame.width, frame.height, rotation)
+    report = TextLayerReport(width=W, height=H, rotation=rotation)
+    page_area = max(W * H, 1.0)
     solid = [c for c in chars if not c.text.isspace()]
-    inside = [c for c in solid if c.x1 > 0 and c.y1 > 0 and c.x0 < frame.width and c.y0 < frame.height]
+    inside = [c for c in solid if c.x1 > 0 and c.y1 > 0 and c.x0 < W and c.y0 < H]
     invisible = [c for c in inside if c.invisible]
     report.invisible_share = len(invisible) / len(inside) if inside else 0.0
     text = "".join(c.text for c in chars)
@@ -400,13 +198,13 @@ def analyze_page(page: pdfium.PdfPage, *, trust_invisible: bool = True) -> TextL
         report.reason = f"garbled text layer (valid {q.valid_ratio:.2f}, word-shaped {q.word_ratio:.2f})"
         return report
 
-    W, H = frame.width, frame.height
-    lines = chars_to_lines([c for c in chars if c.text.isspace() or (c.x1 > 0 and c.y1 > 0 and c.x0 < W and c.y0 < H)])
+    chars = compose_accents([c for c in chars if c.text.isspace() or (c.x1 > 0 and c.y1 > 0 and c.x0 < W and c.y0 < H)])
+    lines = chars_to_lines(chars)
     report.lines = lines
 
     # images with (almost) no text over them: OCR those regions (or the page when they cover it)
     uncovered = []
-    for rect in _image_rects(page, frame):
+    for rect in (turn_box(r, frame.width, frame.height, rotation) for r in _image_rects(page, frame)):
         if _area(rect) < 0.04 * page_area:
             continue
         x0, y0, x1, y1 = rect

@@ -1,0 +1,337 @@
+"""The lite engine's layout on small PDFs built here (reportlab): a page turned by /Rotate, a vertical
+margin watermark, a table with a header row and multi-line cells, running headers / footers over
+several pages, hyphenation, spacing accents, two columns, slanted column heads."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pypdfium2 as pdfium
+import pytest
+from PIL import Image
+
+from ocrserve import Document, Source, load_profile, parse_output, render_markdown
+from ocrserve.engines.base import PageInput
+from ocrserve.engines.lite.engine import lite_raw_for
+from ocrserve.engines.lite.layout import build_blocks
+from ocrserve.engines.lite.textlayer import analyze_page
+
+PROFILE = load_profile("chandra-1")
+W, H = 612, 792
+
+BODY = [
+    "Sediment moves through the delta in pulses that follow the seasonal floods of the river.",
+    "Engineers measure the depth of each channel and the speed of the water at fixed stations.",
+    "The survey team repeated the soundings every spring and compared them with older maps.",
+    "Most of the silt settles near the mouth where the current slows down and spreads out.",
+]
+
+
+def _canvas(path: Path, size=(W, H)):
+    from reportlab.pdfgen import canvas
+
+    return canvas.Canvas(str(path), pagesize=size)
+
+
+def _paragraph(c, lines: list[str], x: float = 72, y: float = 700, size: float = 11, lead: float = 15) -> float:
+    c.setFont("Helvetica", size)
+    for ln in lines:
+        c.drawString(x, y, ln)
+        y -= lead
+    return y
+
+
+def _raw(path: Path, index: int = 0) -> str:
+    page = PageInput(doc_id=path.stem, index=index, image=Image.new("RGB", (8, 8), "white"), width=W, height=H,
+                     source_path=str(path), source_type="pdf")
+    return lite_raw_for(page, PROFILE)
+
+
+def _md(path: Path, index: int = 0) -> tuple[str, object]:
+    raw = _raw(path, index)
+    page = parse_output(raw, PROFILE, (W, H), index=index)
+    md = render_markdown(Document(source=Source(path=str(path), type="pdf", page_count=1), pages=[page]))
+    return md, page
+
+
+def _labels(page) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for b in page.blocks:
+        out.setdefault(b.label, []).append(b.html)
+    return out
+
+
+# ---------------------------------------------------------------- rotation
+
+
+def test_page_with_rotate_90_reads_in_whole_lines(tmp_path):
+    """/Rotate 90 over landscape content (reportlab sets the page size as displayed): the displayed
+    page is portrait and its text runs downwards; it is turned back upright (the landscape page)."""
+    path = tmp_path / "rot.pdf"
+    c = _canvas(path)
+    c.setPageRotation(90)
+    _paragraph(c, BODY, y=520)
+    c.showPage()
+    c.save()
+    doc = pdfium.PdfDocument(str(path))
+    assert doc[0].get_rotation() == 90
+    report = analyze_page(doc[0])
+    doc.close()
+    assert report.rotation == 90 and report.width > report.height  # the landscape page, upright
+    assert [l.text for l in sorted(report.lines, key=lambda l: l.y0)] == BODY
+    md, _ = _md(path)
+    assert " ".join(BODY) in md
+
+
+def test_vertical_margin_watermark_is_kept_out_of_the_flow(tmp_path):
+    path = tmp_path / "mark.pdf"
+    mark = "Downloaded from example.org on 1 May 2024 by a reader"
+    c = _canvas(path)
+    _paragraph(c, BODY)
+    c.saveState()
+    c.translate(30, 200)
+    c.rotate(90)
+    c.setFont("Helvetica", 8)
+    c.drawString(0, 0, mark)
+    c.restoreState()
+    c.showPage()
+    c.save()
+    md, page = _md(path)
+    assert " ".join(BODY) in md
+    assert "Downloaded" not in md and "\nD\n" not in md
+    headers = _labels(page).get("Page-Header", [])
+    assert any(mark in h for h in headers), headers  # kept whole, labelled out of the flow
+
+
+# ---------------------------------------------------------------- tables
+
+
+def test_table_with_header_row_and_multi_line_cells(tmp_path):
+    path = tmp_path / "table.pdf"
+    c = _canvas(path)
+    c.setFont("Helvetica", 11)
+    c.drawString(72, 740, "The controls below were checked during the audit of the plant.")
+    cols = [72, 250, 420]
+    y = 700
+    c.setFont("Helvetica-Bold", 10)
+    for x, t in zip(cols, ["Control", "Requirement", "Status"]):
+        c.drawString(x, y, t)
+    rows = [
+        (["Access"], ["Badges for all staff", "and for every visitor"], ["Done"]),
+        (["Backups"], ["Nightly copies kept", "off site for a year"], ["Open"]),
+        (["Training"], ["Yearly course"], ["Done"]),
+        (["Logging"], ["Events kept ninety days"], ["Late"]),
+    ]
+    c.setFont("Helvetica", 10)
+    y -= 22
+    for row in rows:
+        depth = max(len(cell) for cell in row)
+        for x, cell in zip(cols, row):
+            for k, t in enumerate(cell):
+                c.drawString(x, y - 12 * k, t)
+        y -= 12 * depth + 10
+    c.showPage()
+    c.save()
+    _, page = _md(path)
+    tables = _labels(page).get("Table", [])
+    assert len(tables) == 1
+    html = tables[0]
+    assert "<th>Control</th><th>Requirement</th><th>Status</th>" in html
+    assert "<td>Access</td><td>Badges for all staff and for every visitor</td><td>Done</td>" in html
+    assert "<td>Backups</td><td>Nightly copies kept off site for a year</td><td>Open</td>" in html
+    assert html.count("<tr>") == 5
+    # no cell text leaks out of the table as loose paragraphs
+    assert not any("visitor" in h for h in _labels(page).get("Text", []))
+
+
+def test_slanted_column_heads_become_the_header_row(tmp_path):
+    path = tmp_path / "slant.pdf"
+    c = _canvas(path)
+    cols = [220, 270, 320]
+    heads = ["Completion", "Procedure", "Knowledge"]
+    for x, t in zip(cols, heads):
+        c.saveState()
+        c.translate(x + 2, 712)
+        c.rotate(45)
+        c.setFont("Helvetica", 8)
+        c.drawString(0, 0, t)
+        c.restoreState()
+    c.setFont("Helvetica", 9)
+    for i, name in enumerate(["Clustering", "Regression", "Rules", "Discovery"]):
+        y = 695 - 12 * i
+        c.drawString(72, y, name)
+        for k, x in enumerate(cols):
+            c.drawString(x, y, f"0.{i}{k}")
+    c.showPage()
+    c.save()
+    _, page = _md(path)
+    html = _labels(page)["Table"][0]
+    assert "<th>Completion</th><th>Procedure</th><th>Knowledge</th>" in html
+    assert "<td>Clustering</td><td>0.00</td><td>0.01</td><td>0.02</td>" in html
+
+
+# ---------------------------------------------------------------- running headers and footers
+
+
+def _report_pages(path: Path, pages: int = 4) -> None:
+    c = _canvas(path)
+    for p in range(pages):
+        c.setFont("Helvetica", 11)
+        # set at the top like body text, no gap: only the other pages show it is a running head
+        c.drawString(72, 700, "Delta Survey Quarterly Review, issue four")
+        opening = ["Spring", "Summer", "Autumn", "Winter"][p % 4]
+        body = BODY[p % 4:] + BODY[:p % 4]  # each page its own text
+        _paragraph(c, [f"{opening} brings its own changes to the channels of the river."] + body, y=685)
+        c.setFont("Helvetica", 9)
+        c.drawString(72, 100, f"Confidential draft, section {p + 1} of {pages}")
+        _paragraph(c, ["The last body line sits right above the footer of this page."], y=112)
+        c.showPage()
+    c.save()
+
+
+def test_running_header_and_footer_found_across_pages(tmp_path):
+    path = tmp_path / "report.pdf"
+    _report_pages(path)
+    for index in range(4):
+        md, page = _md(path, index)
+        labels = _labels(page)
+        assert any("Quarterly Review" in h for h in labels.get("Page-Header", [])), labels
+        assert any("Confidential draft" in h for h in labels.get("Page-Footer", [])), labels
+        assert "Quarterly Review" not in md and "Confidential" not in md
+        assert ["Spring", "Summer", "Autumn", "Winter"][index] + " brings its own changes" in md
+
+
+def test_running_lines_need_the_other_pages(tmp_path):
+    """The same page alone (no document context) keeps the line in the body."""
+    path = tmp_path / "report.pdf"
+    _report_pages(path)
+    doc = pdfium.PdfDocument(str(path))
+    report = analyze_page(doc[1])
+    doc.close()
+    blocks = build_blocks(report.lines, report.width, report.height)
+    assert any("Quarterly Review" in b.html for b in blocks if b.label in ("Text", "Section-Header"))
+
+
+# ---------------------------------------------------------------- paragraphs and characters
+
+
+def test_hyphenated_line_ends_are_joined(tmp_path):
+    path = tmp_path / "hyph.pdf"
+    c = _canvas(path)
+    _paragraph(c, ["The council voted for the replace-", "ment of the old bridge over the river", "before the winter floods arrive."])
+    c.showPage()
+    c.save()
+    md, _ = _md(path)
+    assert "the replacement of the old bridge over the river before the winter floods arrive." in md
+
+
+def test_spacing_accents_are_composed(tmp_path):
+    """TeX-style accents: a letter and an accent glyph drawn over it -> one precomposed letter."""
+    from reportlab.pdfbase.pdfmetrics import stringWidth
+
+    path = tmp_path / "accent.pdf"
+    c = _canvas(path)
+    c.setFont("Helvetica", 12)
+    x, y = 72, 700
+    c.drawString(x, y, "We thank J")
+    x += stringWidth("We thank J", "Helvetica", 12)
+    c.drawString(x, y, "a")
+    aw = stringWidth("a", "Helvetica", 12)
+    c.drawString(x + (aw - stringWidth("\u00b4", "Helvetica", 12)) / 2, y + 1, "\u00b4")
+    c.drawString(x + aw, y, "n for his help.")
+    _paragraph(c, BODY, y=670)
+    c.showPage()
+    c.save()
+    md, _ = _md(path)
+    assert "We thank J\u00e1n for his help." in md
+    assert "\u00b4" not in md
+
+
+def test_two_columns_are_read_column_by_column(tmp_path):
+    path = tmp_path / "cols.pdf"
+    left = ["Left column starts here and it", "keeps going with its first", "paragraph of plain text.", "",
+            "Its second paragraph is set", "also on the left side."]
+    right = ["Right column text begins with", "another paragraph that then", "reads on in the same way.", "",
+             "And the right side has a", "second paragraph too."]
+    c = _canvas(path)
+    c.setFont("Helvetica", 11)
+    for col, x in ((left, 72), (right, 330)):
+        y = 700
+        for ln in col:
+            if ln:
+                c.drawString(x, y, ln)
+            y -= 15
+    c.showPage()
+    c.save()
+    md, _ = _md(path)
+    assert md.index("Left column starts") < md.index("also on the left side.") < md.index("Right column text")
+    assert "Left column starts here and it keeps going with its first paragraph of plain text." in md
+    assert "Right column text begins with another paragraph that then reads on in the same way." in md
+
+
+@pytest.mark.parametrize("rot", [180, 270])
+def test_other_turns_read_upright(tmp_path, rot):
+    path = tmp_path / f"rot{rot}.pdf"
+    c = _canvas(path)
+    c.setPageRotation(rot)
+    _paragraph(c, BODY, y=520)
+    c.showPage()
+    c.save()
+    md, _ = _md(path)
+    assert " ".join(BODY) in md
+
+
+def test_page_of_slanted_text_stays_in_the_flow(tmp_path):
+    """Text that is mostly slanted (no quarter turn rights it) is the page's content, not margin text."""
+    path = tmp_path / "slanted.pdf"
+    c = _canvas(path)
+    c.saveState()
+    c.translate(100, 200)
+    c.rotate(30)
+    _paragraph(c, BODY[:2], x=0, y=0)
+    c.restoreState()
+    c.showPage()
+    c.save()
+    md, _ = _md(path)
+    assert BODY[0] in md and BODY[1] in md
+
+
+def _big_text_pdf(path: Path, rotate: int = 0) -> None:
+    c = _canvas(path)
+    if rotate:
+        c.setPageRotation(rotate)
+    _paragraph(c, BODY[:3], y=520 if rotate else 700, size=14, lead=22)
+    c.showPage()
+    c.save()
+
+
+def test_rotated_page_is_rendered_upright_for_ocr(tmp_path):
+    from rapidfuzz import fuzz
+
+    path = tmp_path / "rot_ocr.pdf"
+    _big_text_pdf(path, 90)
+    page = PageInput(doc_id="r", index=0, image=Image.new("RGB", (8, 8), "white"), source_path=str(path), source_type="pdf")
+    raw = lite_raw_for(page, PROFILE, ocr="always")
+    parsed = parse_output(raw, PROFILE, (W, H), index=0)
+    md = render_markdown(Document(source=Source(path=str(path), type="pdf", page_count=1), pages=[parsed]))
+    assert fuzz.partial_ratio(BODY[0], md) >= 85, md
+    # boxes are on the page as displayed (portrait): the text lies across its width, turned
+    assert all(b.bbox[3] - b.bbox[1] > b.bbox[2] - b.bbox[0] for b in parsed.blocks if b.label == "Text")
+
+
+def test_sideways_scan_is_turned_upright(tmp_path):
+    from rapidfuzz import fuzz
+
+    path = tmp_path / "p.pdf"
+    _big_text_pdf(path)
+    doc = pdfium.PdfDocument(str(path))
+    img = doc[0].render(scale=150 / 72).to_pil().convert("RGB").rotate(-90, expand=True)  # text runs downwards
+    doc.close()
+    png = tmp_path / "sideways.png"
+    img.save(png)
+    page = PageInput(doc_id="s", index=0, image=img, width=img.width, height=img.height, unit="px",
+                     source_path=str(png), source_type="png")
+    raw = lite_raw_for(page, PROFILE)
+    parsed = parse_output(raw, PROFILE, (img.width, img.height), index=0)
+    md = render_markdown(Document(source=Source(path=str(png), type="png", page_count=1), pages=[parsed]))
+    assert fuzz.partial_ratio(" ".join(BODY[:3]), md) >= 85, md
