@@ -7,7 +7,7 @@ import random
 
 from PIL import Image, ImageDraw
 
-from ocrserve.engines.openai import _image_size
+from ocrserve.engines.openai_http import png_size as _image_size
 from ocrserve.ingest.raster import encode_png
 
 
