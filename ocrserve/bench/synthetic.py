@@ -125,15 +125,7 @@ def _make_pillow(path: Path, pages: int, seed: int, dpi: int = 150) -> Path:
     from PIL import Image, ImageDraw, ImageFont
 
     def font(size: int):
-        for name in ("DejaVuSerif.ttf", "DejaVuSans.ttf", "LiberationSerif-Regular.ttf"):
-            try:
-                return ImageFont.truetype(name, size)
-            except OSError:
-                continue
-        try:
-            return ImageFont.load_default(size=size)
-        except TypeError:
-            return ImageFont.load_default()
+        return _font(size)
 
     k = dpi / 72
     fonts = {"title": font(int(16 * k)), "text": font(int(10 * k)), "cell": font(int(9 * k)),
@@ -170,16 +162,7 @@ def standard_page_png(seed: int, size: tuple[int, int] = STANDARD_PAGE) -> bytes
     k = w_px / 612
 
     def font(pt: float):
-        px = max(6, int(pt * k))
-        for name in ("DejaVuSerif.ttf", "DejaVuSans.ttf", "LiberationSerif-Regular.ttf"):
-            try:
-                return ImageFont.truetype(name, px)
-            except OSError:
-                continue
-        try:
-            return ImageFont.load_default(size=px)
-        except TypeError:
-            return ImageFont.load_default()
+        return _font(max(6, int(pt * k)))
 
     fonts = {"title": font(16), "text": font(10), "cell": font(9), "formula": font(12), "footer": font(8)}
     rng = random.Random(seed * 7_919 + 17)
@@ -195,3 +178,18 @@ def standard_page_png(seed: int, size: tuple[int, int] = STANDARD_PAGE) -> bytes
     buf = io.BytesIO()
     img.save(buf, format="PNG", compress_level=1)
     return buf.getvalue()
+
+
+def _font(px: int):
+    """A serif font at `px` pixels: DejaVu or Liberation where installed, else Pillow's own."""
+    from PIL import ImageFont
+
+    for name in ("DejaVuSerif.ttf", "DejaVuSans.ttf", "LiberationSerif-Regular.ttf"):
+        try:
+            return ImageFont.truetype(name, px)
+        except OSError:
+            continue
+    try:
+        return ImageFont.load_default(size=px)
+    except TypeError:
+        return ImageFont.load_default()

@@ -37,6 +37,7 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
+from ocrserve.engines.lite.chars import _Frame as PageFrame
 from ocrserve.document import Block, Document
 from ocrserve.labels import FIGURE_LABELS
 from ocrserve.export.glyphless import ASCENT, cid_to_gid_map, font_bytes, to_unicode_cmap
@@ -177,15 +178,8 @@ def _inside_share(box, region) -> float:
 # ---------------------------------------------------------------- writing (pdfium)
 
 
-class _Frame:
-    """Displayed page space (top-left origin, rotation applied) -> PDF user space."""
-
-    def __init__(self, page) -> None:
-        left, bottom, right, top = page.get_cropbox()
-        self.left, self.top = left, top
-        self.w0, self.h0 = right - left, top - bottom
-        self.rot = page.get_rotation() % 360
-        self.width, self.height = (self.h0, self.w0) if self.rot in (90, 270) else (self.w0, self.h0)
+class _Frame(PageFrame):
+    """The page's frame (lite's: PDF user space -> displayed page space), and its way back."""
 
     def to_user(self, X: float, Y: float) -> tuple[float, float]:
         if self.rot == 90:

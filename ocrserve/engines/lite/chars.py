@@ -350,3 +350,13 @@ def chars_to_lines(chars: list[Char]) -> list[Line]:
     return lines + (_rotated_lines(rotated) if rotated else [])
 
 
+def rows_of(lines: list[Line], overlap: float) -> list[list[Line]]:
+    """Lines grouped into rows, top to bottom: a line joins the row above when their vertical extents
+    overlap by at least `overlap` of the smaller height (first line of the row as the reference)."""
+    rows: list[list[Line]] = []
+    for ln in sorted(lines, key=lambda l: l.cy):
+        if rows and min(rows[-1][0].y1, ln.y1) - max(rows[-1][0].y0, ln.y0) >= overlap * min(rows[-1][0].h, ln.h):
+            rows[-1].append(ln)
+        else:
+            rows.append([ln])
+    return rows

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
+from ocrserve.engines.lite.chars import rows_of
 from ocrserve.engines.lite.textlayer import Line
 
 PAGE_NUMBER = re.compile(
@@ -32,13 +33,7 @@ def normalise(text: str) -> str:
 
 
 def _rows(lines: list[Line]) -> list[list[Line]]:
-    rows: list[list[Line]] = []
-    for ln in sorted(lines, key=lambda l: l.cy):
-        if rows and min(rows[-1][0].y1, ln.y1) - max(rows[-1][0].y0, ln.y0) >= 0.4 * min(rows[-1][0].h, ln.h):
-            rows[-1].append(ln)
-        else:
-            rows.append([ln])
-    return rows
+    return rows_of(lines, 0.4)
 
 
 def _spread(row: list[Line], width: float) -> bool:

@@ -21,6 +21,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from ocrserve.engines.lite.chars import rows_of
 from ocrserve.engines.lite.textlayer import Line
 
 _NUMERIC = re.compile(r"^[\s$\u20ac\u00a3\u00a5(+\-\u2013\u2212]*[\d.,]+\s*[%)TBMKkx\u00d7]*\s*$")
@@ -290,13 +291,7 @@ def make_table(run: list[list[Line]], lh: float, rotated: list[Line]) -> TableIt
 
 def _cell_text(lines: list[Line]) -> str:
     """A cell's lines top to bottom, pieces of one line left to right."""
-    out: list[list[Line]] = []
-    for l in sorted(lines, key=lambda l: l.cy):
-        if out and min(out[-1][0].y1, l.y1) - max(out[-1][0].y0, l.y0) >= 0.5 * min(out[-1][0].h, l.h):
-            out[-1].append(l)
-        else:
-            out.append([l])
-    return " ".join(l.text for row in out for l in sorted(row, key=lambda l: l.x0))
+    return " ".join(l.text for row in rows_of(lines, 0.5) for l in sorted(row, key=lambda l: l.x0))
 
 
 def _header_rows(grid: list[dict[int, list[Line]]]) -> int:
