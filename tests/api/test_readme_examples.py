@@ -167,7 +167,7 @@ def assert_block(block: str, base: str, work: Path) -> None:
         assert rc == 0, f"README command exited {rc}: {cmd}\n{err[-2000:]}"
         try:
             check(cmd, out)
-        except (AssertionError, ValueError) as e:
+        except Exception as e:  # noqa: BLE001 - any wrong output (bad JSON, a missing key) names the command
             raise AssertionError(f"README command printed the wrong thing: {cmd}\n{e}\n--- output:\n{out[:2000]}") from e
 
 
@@ -211,5 +211,7 @@ def test_keys_example_runs_against_a_keyed_api(tmp_path_factory, tmp_path: Path)
         for headers in ({}, {"Authorization": "Bearer not-a-key"}):  # what the comment says: the key matters
             r = httpx.post(api.url + "/v1/convert", files={"file": ("sample.pdf", sample)}, headers=headers, timeout=60)
             assert r.status_code == 401, (headers, r.status_code, r.text)
+        for path in ("/healthz", "/readyz", "/metrics"):  # "no key needed", as the operations block says
+            assert httpx.get(api.url + path, timeout=30).status_code == 200, path
     finally:
         api.stop()
