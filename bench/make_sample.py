@@ -1,6 +1,7 @@
 """Build the sample document: a born-digital PDF with headings, two columns, a table and a list.
 
     python bench/make_sample.py [OUT.pdf]          (default: ocrserve/samples/sample.pdf)
+    python bench/make_sample.py --encrypted        (ocrserve/samples/sample-encrypted.pdf, password "secret")
 
 Needs reportlab (in the `test` extra). The lite engine's tests build the same document in a
 temporary folder with `build_sample_pdf`; `SAMPLE_TEXT` holds the strings they look for.
@@ -59,9 +60,13 @@ SAMPLE_TEXT = {
 }
 
 
-def build_sample_pdf(path: str | Path, *, pagesize: tuple[float, float] | None = None) -> Path:
-    """Write the two-page sample PDF to `path` (A5 by default)."""
-    from reportlab.lib import colors
+ENCRYPTED_PASSWORD = "secret"
+
+
+def build_sample_pdf(path: str | Path, *, pagesize: tuple[float, float] | None = None,
+                     password: str | None = None) -> Path:
+    """Write the two-page sample PDF to `path` (A5 by default), encrypted when a password is given."""
+    from reportlab.lib import colors, pdfencrypt
     from reportlab.lib.pagesizes import A5
     from reportlab.lib.styles import ParagraphStyle
     from reportlab.platypus import (BaseDocTemplate, Frame, FrameBreak, ListFlowable, ListItem,
@@ -98,7 +103,8 @@ def build_sample_pdf(path: str | Path, *, pagesize: tuple[float, float] | None =
         Frame(m + colw + gutter, m, colw, H - 2 * m - 270, id="right2"),
     ]
     doc = BaseDocTemplate(str(path), pagesize=(W, H), leftMargin=m, rightMargin=m, topMargin=m,
-                          bottomMargin=m, title=TITLE, author="ocrserve")
+                          bottomMargin=m, title=TITLE, author="ocrserve",
+                          encrypt=pdfencrypt.StandardEncryption(password, canPrint=1) if password else None)
     doc.addPageTemplates([PageTemplate("first", first, onPage=decorate),
                           PageTemplate("second", second, onPage=decorate)])
     table = Table(TABLE, colWidths=[(W - 2 * m) / 4] * 4)
@@ -125,7 +131,12 @@ def build_sample_pdf(path: str | Path, *, pagesize: tuple[float, float] | None =
 
 
 def main(argv: list[str]) -> int:
-    out = Path(argv[1]) if len(argv) > 1 else Path(__file__).resolve().parents[1] / "ocrserve" / "samples" / "sample.pdf"
+    samples = Path(__file__).resolve().parents[1] / "ocrserve" / "samples"
+    if argv[1:] == ["--encrypted"]:  # for the README's password example
+        out = build_sample_pdf(samples / "sample-encrypted.pdf", password=ENCRYPTED_PASSWORD)
+        print(f"wrote {out} ({out.stat().st_size} bytes, password {ENCRYPTED_PASSWORD!r})")
+        return 0
+    out = Path(argv[1]) if len(argv) > 1 else samples / "sample.pdf"
     build_sample_pdf(out)
     print(f"wrote {out} ({out.stat().st_size} bytes)")
     return 0
