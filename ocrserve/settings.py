@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -87,6 +87,13 @@ class Settings(BaseSettings):
     # API: comma-separated origins allowed by CORS (e.g. https://app.example.com, or *); empty = no CORS
     # headers (browsers allow only same-origin pages, like the viewer)
     cors_origins: str = ""
+
+    @field_validator("api_keys_file", "server", "api_key", "served_model", "engine", "mp_start", "ray_child_start",
+                     mode="before")
+    @classmethod
+    def _empty_is_unset(cls, v):
+        # OCRSERVE_API_KEYS_FILE= (set but empty) means "no file", not the current folder
+        return None if isinstance(v, str) and not v.strip() else v
 
 
 def get_settings(**overrides) -> Settings:

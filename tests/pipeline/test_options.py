@@ -59,3 +59,11 @@ def test_cli_reports_bad_options_with_exit_2(tmp_path):
     assert res.exit_code == 2 and "unknown engine 'gpt'" in res.output
     res = CliRunner().invoke(app, ["convert", str(tmp_path), "-o", str(tmp_path / "o"), "-c", "0"])
     assert res.exit_code == 2 and "concurrency" in res.output
+
+
+def test_an_empty_variable_means_unset(monkeypatch):
+    monkeypatch.setenv("OCRSERVE_API_KEYS_FILE", "")
+    monkeypatch.setenv("OCRSERVE_SERVER", " ")
+    s = Settings()
+    assert s.api_keys_file is None and s.server is None  # not Path('.') (a folder), not a blank URL
+    assert ConvertOptions().resolve(s).engine == "lite"
