@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Literal
 
 from fastapi.responses import Response
 
+from ocrserve.api.errors import BadDocument
 from ocrserve.document import Document
+from ocrserve.export.formats import render_format
+from ocrserve.export.searchable_pdf import SearchablePdfError
 from ocrserve.render import render_html, render_json, render_markdown
 
-Format = Literal["json", "md", "html"]
+Format = Literal["json", "md", "html", "pdf", "chunks"]
 STATUS_HEADER = "X-OCR-Status"
 STATUS_HEADER_DOC = {
     "description": "The document's status (not sent with stream=true; the `done` event has it): `ok` (every "
@@ -38,19 +42,27 @@ INPUT_DOC = {
 }
 
 
-def render_text(doc: Document, fmt: str, keep_hf: bool) -> tuple[str, str]:
-    """(text, media type) of a Document in a format."""
+def render_text(doc: Document, fmt: str, keep_hf: bool, source: Path | None = None,
+                password: str | None = None) -> tuple[bytes | str, str]:
+    """(body, media type) of a Document in a format (pdf needs the source document)."""
     if fmt == "md":
         return render_markdown(doc, keep_headers_footers=keep_hf), "text/markdown; charset=utf-8"
     if fmt == "html":
         return render_html(doc), "text/html; charset=utf-8"
+    if fmt in ("pdf", "chunks"):
+        try:
+            return render_format(doc, fmt, source, keep_headers_footers=keep_hf, password=password)
+        except SearchablePdfError as e:
+            why = str(e).replace(str(source), doc.source.path) if source is not None else str(e)
+            raise BadDocument(f"searchable PDF: {why}") from None  # the upload's name, never a server path
     return render_json(doc), "application/json"
 
 
-async def render(doc: Document, fmt: str, keep_hf: bool) -> Response:
+async def render(doc: Document, fmt: str, keep_hf: bool, source: Path | None = None,
+                 password: str | None = None) -> Response:
     """The Document as a response, rendered off the event loop (a large document takes a while)."""
-    text, media = await asyncio.to_thread(render_text, doc, fmt, keep_hf)
-    return Response(text, media_type=media)
+    body, media = await asyncio.to_thread(render_text, doc, fmt, keep_hf, source, password)
+    return Response(body, media_type=media)
 
 
 def duration(seconds: float) -> str:

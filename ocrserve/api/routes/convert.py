@@ -6,8 +6,10 @@ import asyncio
 import json
 import logging
 import shutil
+import tempfile
 import uuid
 from functools import partial
+from pathlib import Path
 from typing import Any, Callable
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -15,7 +17,7 @@ from fastapi.responses import Response
 
 from ocrserve.render import render_json
 from ocrserve.api.deps import Context, caller, context
-from ocrserve.api.errors import BadDocument
+from ocrserve.api.errors import BadDocument, BadInput
 from ocrserve.api.routes.common import INPUT_DOC, STATUS_HEADER, STATUS_HEADER_DOC, Format, render, render_text
 from ocrserve.api.routes.sse import EventStream, Hold, done_unless_gone
 from ocrserve.api.routes.upload import read_upload
@@ -38,7 +40,9 @@ router = APIRouter(tags=["convert"])
 
 
 @router.post("/v1/convert", openapi_extra=INPUT_DOC, description=CONVERT_DOC,
-             responses={200: {"description": "Document JSON, Markdown or HTML; with stream=true an SSE stream "
+             responses={200: {"description": "Document JSON, Markdown, HTML, a searchable PDF (format=pdf: the pages "
+                                             "with an invisible text layer) or chunks for retrieval (format=chunks: "
+                                             "JSON lines); with stream=true an SSE stream "
                                              "of page_started, block, page_reset, page_done, done, error events",
                               "headers": {STATUS_HEADER: STATUS_HEADER_DOC}}})
 async def convert(request: Request, who: str = Depends(caller), format: Format = Query("json"),
@@ -57,11 +61,19 @@ async def convert(request: Request, who: str = Depends(caller), format: Format =
     svc = ctx.service
     task: asyncio.Task | None = None
     handed_off = False
+    keep: Path | None = None
+    source: Path | None = None
     try:
+        if stream and format in ("pdf", "chunks"):
+            raise BadInput(f"format={format} is a whole-document format: not with stream=true")
         checked = await svc.inspect(up.path, up.filename, pages, up.password)
         if stream:
             handed_off = True
             return EventStream(partial(_stream_events, ctx, checked, format, who), hold)
+        if format == "pdf":  # the upload goes with the slot when the work stops; the PDF is built after it
+            keep = Path(tempfile.mkdtemp(prefix="ocrserve-src-"))
+            source = keep / up.path.name
+            await asyncio.to_thread(shutil.copyfile, up.path, source)
         task = asyncio.create_task(svc.convert(checked, owner=who))
         task.add_done_callback(hold.release_cb)  # the slot is the work's: back once the work has stopped
         if not await done_unless_gone(task, request):
@@ -70,10 +82,12 @@ async def convert(request: Request, who: str = Depends(caller), format: Format =
         result, _ = task.result()
         if result.document is None:
             raise BadDocument(f"{up.filename}: {result.error}")
-        resp = await render(result.document, format, s.keep_headers_footers)
+        resp = await render(result.document, format, s.keep_headers_footers, source=source, password=up.password)
         resp.headers[STATUS_HEADER] = result.document.status
         return resp
     finally:
+        if keep is not None:
+            shutil.rmtree(keep, ignore_errors=True)
         if task is not None and not task.done():
             task.cancel()  # no await here: this may run under a cancellation (released by the callback)
         elif not handed_off:

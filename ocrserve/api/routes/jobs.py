@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse, Response
 from ocrserve.document import Document
 from ocrserve.settings import Settings
 from ocrserve.api.deps import Context, caller, context
-from ocrserve.api.errors import Busy, BadDocument, Conflict, NotFound, shorten
+from ocrserve.api.errors import BadDocument, BadInput, Busy, Conflict, NotFound, shorten
 from ocrserve.api.jobs import Job
 from ocrserve.api.routes.common import (INPUT_DOC, STATUS_HEADER, STATUS_HEADER_DOC, Format, duration, render,
                                         retention_doc)
@@ -94,6 +94,9 @@ def build(settings: Settings) -> APIRouter:
             raise BadDocument(f"job {job_id} failed: {job.error}")
         if job.status != "done":
             raise Conflict(f"job {job_id} is {job.status} ({job.pages_done}/{job.pages_total} pages)")
+        if format == "pdf":
+            raise BadInput("format=pdf: a job keeps no source document once done; "
+                           "POST /v1/convert?format=pdf returns the searchable PDF")
 
         def load() -> tuple[str, Document]:  # reading and parsing a large result: off the event loop
             text = ctx.store.result_path(job_id).read_text(encoding="utf-8")

@@ -1,0 +1,42 @@
+"""The API's whole-document formats (#20): a searchable PDF and chunks for retrieval, as the CLI writes them."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import httpx
+import pypdfium2 as pdfium
+
+from tests.api.test_api import H, KEYS, ApiProcess, _wait_job, api, docs  # noqa: F401 (fixtures)
+from tests.fakes.standin import standin  # noqa: F401 (fixture)
+
+
+def test_convert_answers_a_searchable_pdf_and_chunks(api: ApiProcess, docs, standin) -> None:  # noqa: F811
+    c = httpx.Client(base_url=api.url, headers=H(KEYS[0]), timeout=120)
+    src = docs["pdf3"].read_bytes()
+    r = c.post("/v1/convert", params={"format": "pdf", "pages": "1-2"}, files={"file": ("three.pdf", src)})
+    assert r.status_code == 200 and r.headers["content-type"] == "application/pdf", r.text
+    pdf = pdfium.PdfDocument(io.BytesIO(r.content))
+    assert len(pdf) == 3  # the source's pages, untouched; the converted ones keep their own text layer
+    assert "Report" in pdf[0].get_textpage().get_text_range()
+    pdf.close()
+    r = c.post("/v1/convert", params={"format": "chunks"}, files={"file": ("three.pdf", src)})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("application/x-ndjson")
+    chunks = [json.loads(ln) for ln in r.text.splitlines() if ln.strip()]
+    assert chunks and {p for ch in chunks for p in ch["pages"]} == {1, 2, 3}
+    assert all(ch["text"] and ch["blocks"] for ch in chunks)
+    r = c.post("/v1/convert", params={"format": "pdf", "stream": "true"}, files={"file": ("three.pdf", src)})
+    assert r.status_code == 400 and "stream" in r.json()["detail"]
+
+
+def test_a_job_result_in_chunks_and_why_not_as_pdf(api: ApiProcess, docs, standin) -> None:  # noqa: F811
+    c = httpx.Client(base_url=api.url, headers=H(KEYS[0]), timeout=120)
+    r = c.post("/v1/jobs", files={"file": ("one.pdf", docs["pdf1"].read_bytes())})
+    assert r.status_code == 202, r.text
+    job_id = r.json()["id"]
+    assert _wait_job(c, job_id)["status"] == "done"
+    r = c.get(f"/v1/jobs/{job_id}/result", params={"format": "chunks"})
+    assert r.status_code == 200 and [json.loads(ln)["pages"] for ln in r.text.splitlines()][0] == [1]
+    r = c.get(f"/v1/jobs/{job_id}/result", params={"format": "pdf"})
+    assert r.status_code == 400 and "/v1/convert?format=pdf" in r.json()["detail"]
