@@ -104,28 +104,34 @@ def _run(inputs: list[str], options: Any, display: _Display) -> Any:
     from ocrserve.pipeline.local import Converter, RunSummary
 
     signals = 0
+    running: dict[str, Any] = {}  # the loop and the task of the run, once it runs
 
-    def on_signal(task: asyncio.Task) -> None:
+    def on_signal(task: asyncio.Task | None) -> None:
         """Ctrl-C / SIGTERM stops the run (finished documents are kept, unfinished ones cleaned up); a
         second one while it stops says so; a third quits at once (the next run cleans what is left)."""
         nonlocal signals
         signals += 1
-        if signals == 1:
+        if signals == 1 and task is not None:
             task.cancel()
+        elif signals == 1:  # before the run started, or after it ended: nothing to wait for
+            os._exit(130)
         elif signals == 2:
             print("stopping: finishing the documents being written; Ctrl-C again to quit at once", file=sys.stderr)
         else:
             os._exit(130)
 
+    def handler(signum: int, frame: Any) -> None:
+        # a process-wide handler (not the loop's): it stays in place until the process exits, so a late
+        # Ctrl-C while the loop shuts down never becomes a KeyboardInterrupt traceback
+        loop, task = running.get("loop"), running.get("task")
+        if loop is not None and not loop.is_closed() and task is not None and not task.done():
+            loop.call_soon_threadsafe(on_signal, task)
+        else:
+            on_signal(None) if signals == 0 else on_signal(task)
+
     async def main() -> Any:
         conv = Converter(options, on_event=display)
-        task = asyncio.current_task()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            try:
-                loop.add_signal_handler(sig, on_signal, task)
-            except (NotImplementedError, RuntimeError):
-                pass
+        running.update(loop=asyncio.get_running_loop(), task=asyncio.current_task())
         try:
             return await conv.run(inputs)
         except asyncio.CancelledError:  # Ctrl-C / SIGTERM: what finished is kept
@@ -133,11 +139,9 @@ def _run(inputs: list[str], options: Any, display: _Display) -> Any:
         finally:
             await conv.aclose()
 
-    try:
-        return asyncio.run(main())
-    finally:
-        if signals:  # stopping already: a late Ctrl-C must not turn the exit into a traceback
-            signal.signal(signal.SIGINT, lambda *_: on_signal(None))  # type: ignore[arg-type]
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, handler)
+    return asyncio.run(main())
 
 
 def register(app: typer.Typer) -> None:

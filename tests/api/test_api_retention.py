@@ -161,7 +161,7 @@ def test_restart_sweeps_at_startup_and_keeps_unfinished_jobs(standin: StandIn, t
         assert "removed 1 expired job" in api2.log()
         assert _metric(c, "ocrserve_jobs_expired_total") == 1
         # the unfinished job survived the startup sweep and completes
-        assert rows[unfinished] in ("queued", "running")
+        assert rows[unfinished] in ("queued", "running", "done")  # kept (a fast worker may have finished it)
         _wait(lambda: _status(c, unfinished) == "done")
         # past its TTL a job answers 404 at once, before any sweep has removed it
         _sql(data, "UPDATE jobs SET finished=? WHERE id=?", time.time() - 8 * DAY, recent)

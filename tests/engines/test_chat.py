@@ -99,7 +99,7 @@ def test_body_defaults_to_the_samplings_token_limit():
 
 
 def test_the_bench_sends_the_engines_request():
-    from ocrserve.bench.runner import _body
+    from ocrserve.bench.clients import _body
 
     profile = load_profile("chandra-1")
     png = _png()

@@ -397,7 +397,7 @@ def test_a_second_ctrl_c_still_counts_and_cleans_up(tmp_path, standin):
     while time.monotonic() < deadline and not any(p.name.startswith("d") for p in (out.iterdir() if out.is_dir() else [])):
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
-    time.sleep(0.05)
+    time.sleep(0.4)  # a second Ctrl-C while the run stops
     proc.send_signal(signal.SIGINT)
     err = proc.communicate(timeout=60)[1]
     assert proc.returncode == 130, err
