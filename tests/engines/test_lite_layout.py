@@ -335,3 +335,43 @@ def test_sideways_scan_is_turned_upright(tmp_path):
     parsed = parse_output(raw, PROFILE, (img.width, img.height), index=0)
     md = render_markdown(Document(source=Source(path=str(png), type="png", page_count=1), pages=[parsed]))
     assert fuzz.partial_ratio(" ".join(BODY[:3]), md) >= 85, md
+
+
+def _list_scan(path, bullets: bool):
+    """A noisy, sideways JPEG scan of a note with a bulleted list (OCR drops bullet dots)."""
+    import numpy as np
+    from PIL import Image, ImageDraw, ImageFont
+
+    img = Image.new("RGB", (1240, 1754), "white")
+    d = ImageDraw.Draw(img)
+    try:
+        f, fb = ImageFont.truetype("DejaVuSans.ttf", 34), ImageFont.truetype("DejaVuSans-Bold.ttf", 48)
+    except OSError:
+        f = fb = ImageFont.load_default()
+    d.text((120, 120), "Meeting notes", font=fb, fill="black")
+    d.text((120, 220), "Things to bring to the meeting on Monday morning:", font=f, fill="black")
+    y = 300
+    for item in ["the signed contract copies", "two laptops with chargers", "printed agenda for everyone",
+                 "the budget spreadsheet"]:
+        if bullets:
+            d.ellipse((140, y + 12, 156, y + 28), fill="black")
+        d.text((180, y), item, font=f, fill="black")
+        y += 60
+    d.text((120, y + 40), "Please arrive ten minutes early so that we can start on time.", font=f, fill="black")
+    a = np.asarray(img.rotate(90, expand=True)).astype(np.int16)
+    a = np.clip(a + np.random.default_rng(1).normal(0, 28, a.shape), 0, 255).astype(np.uint8)
+    Image.fromarray(a).save(path, quality=70)
+    return path
+
+
+def test_bullets_of_a_noisy_sideways_scan_make_a_list(tmp_path):
+    import ocrserve
+
+    doc = ocrserve.convert(_list_scan(tmp_path / "list.jpg", bullets=True))[0]
+    blocks = doc.pages[0].blocks
+    lists = [b for b in blocks if b.label == "List-Group"]
+    assert len(lists) == 1 and lists[0].html.count("<li>") == 4, [(b.label, b.text) for b in blocks]
+    assert "two laptops with chargers" in lists[0].text
+    # the same note without bullet marks stays running text (the mark decides, not the indent)
+    doc = ocrserve.convert(_list_scan(tmp_path / "plain.jpg", bullets=False))[0]
+    assert not [b for b in doc.pages[0].blocks if b.label == "List-Group"]

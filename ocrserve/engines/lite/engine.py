@@ -33,7 +33,7 @@ from ocrserve.profiles import Profile, load_profile
 from ocrserve.engines.base import DeltaCallback, Engine, EngineError, EngineResult, PageInput
 from ocrserve.engines.lite.layout import blocks_to_raw, build_blocks
 from ocrserve.engines.lite.chars import turn_box
-from ocrserve.engines.lite.ocrgeom import deskew_angle as _deskew_angle, estimate_sizes as _estimate_sizes, upright_ocr
+from ocrserve.engines.lite.ocrgeom import deskew_angle as _deskew_angle, estimate_sizes as _estimate_sizes, mark_bullets, upright_ocr
 from ocrserve.engines.lite.running import forget, running_lines
 from ocrserve.engines.lite.textlayer import Line, analyze_page
 
@@ -113,6 +113,8 @@ def ocr_lines(image: Image.Image) -> list[Line]:
         xs, ys = [p[0] for p in q], [p[1] for p in q]
         lines.append(Line(text=text, x0=min(xs), y0=min(ys), x1=max(xs), y1=max(ys), score=float(score)))
     _estimate_sizes(lines)
+    gray = img if abs(angle) <= 0.002 else img.rotate(math.degrees(angle), center=(cx, cy), fillcolor="white")
+    mark_bullets(np.asarray(gray.convert("L")), lines)
     return lines
 
 

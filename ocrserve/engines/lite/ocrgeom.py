@@ -57,3 +57,45 @@ def upright_ocr(image, ocr) -> tuple[list[Line], int]:
         if score > best_score:
             best, best_turn, best_score = found, turn, score
     return best, best_turn
+
+
+_BULLET_MARK = "\u2022"
+
+
+def mark_bullets(gray, lines: list[Line]) -> int:
+    """OCR reads words, not list bullets: a line with a bullet-shaped mark just left of its first word
+    (a small, compact, filled blob centred on the line, nothing else there) gets "• " in front, so the
+    layout makes it a list item. `gray`: the page as a 2-D uint8 array in the lines' pixel coordinates.
+    Returns how many lines were marked."""
+    import numpy as np
+
+    marked = 0
+    boxes = [(l.x0, l.y0, l.x1, l.y1) for l in lines]
+    for ln in lines:
+        h = ln.y1 - ln.y0
+        if h < 6 or ln.text[:1] in "\u2022\u00b7\u25aa\u25cf\u25e6-*\u2013":
+            continue
+        x0, x1 = int(ln.x0 - 1.6 * h), int(ln.x0 - 0.1 * h)
+        y0, y1 = int(ln.y0), int(math.ceil(ln.y1))
+        if x0 < 0 or y0 < 0 or y1 > gray.shape[0] or x1 <= x0:
+            continue
+        if any(b is not None and b[2] > x0 and b[0] < x1 and b[3] > y0 and b[1] < y1
+               for b, other in zip(boxes, lines) if other is not ln):
+            continue  # another line's text is there
+        region = gray[y0:y1, x0:x1].astype(np.int16)
+        # a 3x3 mean against noise, then dark pixels
+        pad = np.pad(region, 1, mode="edge")
+        smooth = sum(pad[dy:dy + region.shape[0], dx:dx + region.shape[1]] for dy in range(3) for dx in range(3)) / 9
+        dark = smooth < 110
+        if dark.sum() < 4:
+            continue
+        rows, cols = np.nonzero(dark)
+        by0, by1, bx0, bx1 = rows.min(), rows.max() + 1, cols.min(), cols.max() + 1
+        bh, bw = by1 - by0, bx1 - bx0
+        fill = dark[by0:by1, bx0:bx1].mean()
+        centre = (y0 + (by0 + by1) / 2 - ln.y0) / h
+        if (0.12 * h <= bh <= 0.6 * h and 0.12 * h <= bw <= 0.6 * h and 0.5 <= bw / bh <= 2.0 and fill >= 0.6
+                and 0.25 <= centre <= 0.75):
+            ln.text = f"{_BULLET_MARK} {ln.text}"
+            marked += 1
+    return marked
