@@ -168,12 +168,13 @@ def run_ray_convert(
     run_id = uuid.uuid4().hex[:8]
     # the driver reads what is already written (under each name and its alternative); the open
     # stage decides with the local run's rule (output.plan_document) once the source's hash is known
-    doc_rows = [
-        {"doc": i, "name": s.name, "path": str(s.path), "abspath": str(s.path.absolute()),
-         "here": existing_json(target.load_existing(s.name)),
-         "alt": existing_json(target.load_existing(alt_name(s)))}
-        for i, s in enumerate(sources)
-    ]
+    doc_rows = []
+    for i, s in enumerate(sources):
+        here = target.load_existing(s.name)
+        # the alternative name matters only when the name already holds an output (choose_name)
+        alt = target.load_existing(alt_name(s)) if here is not None else None
+        doc_rows.append({"doc": i, "name": s.name, "path": str(s.path), "abspath": str(s.path.absolute()),
+                         "here": existing_json(here), "alt": existing_json(alt)})
     emit("run_start", documents=len(sources) + len(problems))
     summary = RunSummary(results=list(problems), documents=len(doc_rows) + len(problems))
     for r in problems:

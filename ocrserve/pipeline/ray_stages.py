@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ocrserve.document import Page
+from ocrserve.export.formats import DEFAULT_FORMATS
 from ocrserve.engines import Engine, EngineResult, PageInput, create_engine
 from ocrserve.ingest.raster import Budget, RenderedPage, open_source, render_page
 from ocrserve.ingest.sources import PageSelection, SourceFile
@@ -75,7 +76,7 @@ class StageConfig:
     keep_raw: bool = False
     writes: bool = True   # an output is written (naming and resume apply)
     force: bool = False
-    formats: tuple[str, ...] = ("md", "html", "json")
+    formats: tuple[str, ...] = DEFAULT_FORMATS
 
 
 # ------------------------------------------------------------------------------------------ open

@@ -22,6 +22,7 @@ import pytest
 from tests.support.helpers import text_pdf
 from tests.fakes.standin import StandIn, standin  # noqa: F401
 from tests.api.test_api import KEYS, ApiProcess, api, free_port  # noqa: F401
+from tests.support.helpers import stop_process
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -91,12 +92,7 @@ def chromium(tmp_path):
         yield cdp
         cdp.close()
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop_process(proc)
 
 
 def _upload(cdp: CDP, url: str, pdf: Path, key: str | None = None) -> None:

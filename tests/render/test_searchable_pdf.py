@@ -24,6 +24,7 @@ from ocrserve.labels import FIGURE_LABELS
 from ocrserve.export.searchable_pdf import SearchablePdfError, layout_block, searchable_pdf
 
 from tests.support.helpers import text_pdf
+from tests.support.helpers import stop_process
 
 RAW = (
     '<div data-bbox="[100, 60, 700, 120]" data-label="Section-Header"><h2>Results of the survey</h2></div>'
@@ -285,12 +286,7 @@ def _viewer_screenshot(pdf: Path, profile: Path, drawn) -> Image.Image:
         assert img is not None, "no screenshot of the PDF viewer"
         return img
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+        stop_process(proc)
 
 
 def test_opens_in_chromiums_pdf_viewer(tmp_path):

@@ -69,3 +69,15 @@ def truncated_jpeg(path: Path) -> Path:
     data = buf.getvalue()
     path.write_bytes(data[: len(data) // 2])
     return path
+
+
+def stop_process(proc) -> None:
+    """Stop a child process a test started: SIGTERM, then SIGKILL if it lingers."""
+    import subprocess
+
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
