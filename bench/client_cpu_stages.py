@@ -21,6 +21,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from ocrserve.bench.runner import run_bench, write_report  # noqa: E402
+from ocrserve.bench.sampling import exclude_from_client  # noqa: E402
 from tests.fakes.standin import start_standin  # noqa: E402
 
 
@@ -42,8 +43,12 @@ def main() -> None:
     if a.legacy_png:
         from ocrserve.ingest import raster
 
-        raster._encode = raster.encode_png = _legacy_png
+        from PIL import Image
+
+        raster.encode_png = _legacy_png
+        raster.encode_pixels = lambda a: _legacy_png(Image.fromarray(a))
     with start_standin() as s:
+        exclude_from_client(s.proc.pid)  # the stand-in is our child, not the client
         report = run_bench(server=s.url, synthetic=a.pages, modes=["pipeline", "stages"], concurrency=a.concurrency,
                            max_tokens=a.max_tokens, stream_probe=0,
                            command="python bench/client_cpu_stages.py " + shlex.join(sys.argv[1:]))

@@ -92,14 +92,41 @@ def _proc_mem(p) -> int:
         return p.memory_info().rss
 
 
+# Processes that are not the client although this process started them (a stand-in or vLLM server the
+# bench launched): their subtrees are left out of the client's CPU and memory.
+_NOT_CLIENT: set[int] = set()
+
+
+def exclude_from_client(pid: int) -> None:
+    """Leave process `pid` and its descendants out of client_cpu_s / client_rss_mib (a server we started)."""
+    _NOT_CLIENT.add(pid)
+
+
+def _client_procs():
+    """This process and its descendants, minus the subtrees of the processes marked as not the client."""
+    import psutil
+
+    me = psutil.Process()
+    out, stack = [me], list(me.children())
+    while stack:
+        c = stack.pop()
+        if c.pid in _NOT_CLIENT:
+            continue
+        out.append(c)
+        try:
+            stack.extend(c.children())
+        except psutil.Error:
+            pass
+    return out
+
+
 def client_rss_mib() -> float:
-    """Memory of this process and all its children (render workers), in MiB (PSS on Linux)."""
+    """Memory of this process and its children (render workers), in MiB (PSS on Linux); servers excluded."""
     try:
         import psutil
 
-        me = psutil.Process()
-        total = _proc_mem(me)
-        for c in me.children(recursive=True):
+        total = 0
+        for c in _client_procs():
             try:
                 total += _proc_mem(c)
             except psutil.Error:
@@ -112,14 +139,14 @@ def client_rss_mib() -> float:
 
 
 def client_cpu_s() -> float:
-    """CPU seconds of this process and its children (live ones included)."""
+    """CPU seconds of this process and its children (live ones and reaped ones); servers excluded."""
     try:
         import psutil
 
-        me = psutil.Process()
-        t = me.cpu_times()
+        procs = _client_procs()
+        t = procs[0].cpu_times()
         total = t.user + t.system + t.children_user + t.children_system
-        for c in me.children(recursive=True):
+        for c in procs[1:]:
             try:
                 ct = c.cpu_times()
                 total += ct.user + ct.system

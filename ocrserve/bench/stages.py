@@ -1,7 +1,7 @@
 """Client CPU per page, stage by stage: the pipeline's own functions run one page at a time in this
 process against a live server, each stage timed with the process's CPU clock.
 
-Stages: `render` (pdfium to the exact target size, RGB), `encode` (the page image as PNG), `request`
+Stages: `render` (pdfium to the exact target size, RGB pixels), `encode` (the page image as PNG), `request`
 (base64, the JSON body as the openai engine splices it, the HTTP exchange and reading the answer:
 the client's side only, the server is another process), `parse` (raw model HTML -> blocks, what the
 render workers run), `outputs` (Markdown, HTML and JSON of the document written, per page).
@@ -38,7 +38,7 @@ def stage_profile(files: list[Path], server: str, profile: Profile, *, max_pages
     """Median and mean CPU milliseconds per page of each stage over up to `max_pages` pages."""
     from ocrserve.document import Document, Source
     from ocrserve.engines.openai import normalize_base_url
-    from ocrserve.ingest.raster import Budget, encode_png, forget, pdf_page_image
+    from ocrserve.ingest.raster import Budget, encode_pixels, forget, pdf_page_pixels
     from ocrserve.pipeline.output import write_document
     from ocrserve.pipeline.page import finish_page
 
@@ -56,16 +56,16 @@ def stage_profile(files: list[Path], server: str, profile: Profile, *, max_pages
         with httpx.Client(timeout=600, headers={**_auth(api_key), "content-type": "application/json"}) as client:
             for path, i in pages:
                 t = clock()
-                img, w, h = pdf_page_image(path, i, budget)
+                px, w, h = pdf_page_pixels(path, i, budget)
                 t1 = clock()
-                png = encode_png(img)
+                png = encode_pixels(px)
                 t2 = clock()
                 sizes.append(len(png))
                 r = client.post(url, content=head + base64.b64encode(png) + tail)
                 r.raise_for_status()
                 raw = r.json()["choices"][0]["message"]["content"] or ""
                 t3 = clock()
-                page = finish_page(raw, profile, index=i, width=w, height=h, unit="pt", image_size=img.size, png=png,
+                page = finish_page(raw, profile, index=i, width=w, height=h, unit="pt", image_size=(px.shape[1], px.shape[0]), png=png,
                                    staging=None, prefix=f"p{i}")
                 t4 = clock()
                 for s, v in zip(STAGES, (t1 - t, t2 - t1, t3 - t2, t4 - t3)):

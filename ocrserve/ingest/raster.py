@@ -10,20 +10,22 @@ decompression-bomb limit is refused before decoding.
 from __future__ import annotations
 
 import atexit
+import functools
 import hashlib
 import io
 import math
 import os
 import time
-import zlib
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from PIL import Image, ImageChops, ImageOps
+from PIL import Image, ImageOps
+
 
 from ocrserve.ingest.sniff import describe_unknown, sniff_file
+from ocrserve.png import encode_pixels, encode_png
 
 
 class DocumentError(Exception):
@@ -221,55 +223,10 @@ def open_source(path: str, password: str | None, max_image_pixels: int) -> Sourc
     return SourceInfo(type=kind, page_count=n, sha256=h.hexdigest())
 
 
-def encode_png(img: Image.Image) -> bytes:
-    """The page image as PNG, lossless: the model sees exactly these pixels.
+def pdf_page_pixels(path: str, index: int, budget: Budget, password: str | None = None) -> tuple[np.ndarray, float, float]:
+    """The page rendered straight to its target size, as (H, W, 3) RGB pixels, and its size in points."""
+    import pypdfium2 as pdfium
 
-    A page whose pixels are all gray (R = G = B, most text pages) is written as 8-bit grayscale: a
-    third of the bytes to compress and send, and decoded to RGB (as vLLM and the engines do) it is
-    the same image, pixel for pixel. The PNG itself is the simplest valid one (no row filter, zlib
-    level 1), which costs about half of Pillow's encoder at the same level for these pages.
-    """
-    if img.mode == "RGB":
-        img = _gray_channel(img) or img
-    if img.mode not in _PNG_COLOR:
-        buf = io.BytesIO()
-        img.save(buf, format="PNG", compress_level=1)
-        return buf.getvalue()
-    return _png(img)
-
-
-_encode = encode_png
-
-# PNG colour type and bytes a pixel of the modes written directly
-_PNG_COLOR = {"L": (0, 1), "RGB": (2, 3)}
-
-
-def _gray_channel(img: Image.Image) -> Image.Image | None:
-    """The image as one 8-bit channel when R = G = B everywhere, else None."""
-    r, g, b = img.split()
-    if ImageChops.difference(r, g).getbbox() is None and ImageChops.difference(g, b).getbbox() is None:
-        return r
-    return None
-
-
-def _png_chunk(kind: bytes, data: bytes) -> bytes:
-    return len(data).to_bytes(4, "big") + kind + data + (zlib.crc32(kind + data) & 0xFFFFFFFF).to_bytes(4, "big")
-
-
-def _png(img: Image.Image) -> bytes:
-    """8-bit L or RGB as PNG: filter type 0 on every row, one zlib stream at level 1."""
-    color, bpp = _PNG_COLOR[img.mode]
-    w, h = img.size
-    rows = np.frombuffer(img.tobytes(), dtype=np.uint8).reshape(h, w * bpp)
-    raw = np.zeros((h, w * bpp + 1), dtype=np.uint8)  # leading 0 of each row: no filter
-    raw[:, 1:] = rows
-    ihdr = w.to_bytes(4, "big") + h.to_bytes(4, "big") + bytes((8, color, 0, 0, 0))
-    return (b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", ihdr) + _png_chunk(b"IDAT", zlib.compress(raw.tobytes(), 1))
-            + _png_chunk(b"IEND", b""))
-
-
-def pdf_page_image(path: str, index: int, budget: Budget, password: str | None = None) -> tuple[Image.Image, float, float]:
-    """The page rendered straight to its target size (RGB), and the page's size in points."""
     doc = _pdf(path, password)
     try:
         page = doc[index]
@@ -280,24 +237,33 @@ def pdf_page_image(path: str, index: int, budget: Budget, password: str | None =
         if w <= 0 or h <= 0:
             raise DocumentError(f"page {index + 1} has no size")
         W, H = pdf_target(w, h, budget)
-        bitmap = page.render(scale=W / w, may_draw_forms=True, draw_annots=True, rev_byteorder=True)
-        img = bitmap.to_pil()
-        if img.mode != "RGB":
-            img = img.convert("RGB")
-        if img.size != (W, H):  # within a patch of the grid: pad or crop, no resampling
-            canvas = Image.new("RGB", (W, H), "white")
-            canvas.paste(img.crop((0, 0, min(W, img.width), min(H, img.height))), (0, 0))
-            img = canvas
+        # a bitmap whose buffer Python owns (the array below outlives the bitmap object), rows packed
+        bitmap = page.render(scale=W / w, may_draw_forms=True, draw_annots=True, rev_byteorder=True,
+                             bitmap_maker=functools.partial(pdfium.PdfBitmap.new_foreign, force_packed=True))
+        a = bitmap.to_numpy()
+        if a.ndim != 3 or a.shape[2] != 3:  # pdfium chose another format (a gray or alpha bitmap)
+            a = np.asarray(bitmap.to_pil().convert("RGB"))
+        if a.shape[:2] != (H, W):  # within a patch of the grid: pad (white) or crop, no resampling
+            out = np.full((H, W, 3), 255, dtype=np.uint8)
+            hh, ww = min(H, a.shape[0]), min(W, a.shape[1])
+            out[:hh, :ww] = a[:hh, :ww]
+            a = out
     finally:
         page.close()
-    return img, float(w), float(h)
+    return a, float(w), float(h)
+
+
+def pdf_page_image(path: str, index: int, budget: Budget, password: str | None = None) -> tuple[Image.Image, float, float]:
+    """pdf_page_pixels as a Pillow RGB image."""
+    a, w, h = pdf_page_pixels(path, index, budget, password)
+    return Image.fromarray(a, "RGB"), w, h
 
 
 def render_pdf_page(path: str, index: int, budget: Budget, password: str | None = None) -> RenderedPage:
     t0 = time.perf_counter()
-    img, w, h = pdf_page_image(path, index, budget, password)
-    png = _encode(img)
-    return RenderedPage(index, png, img.width, img.height, w, h, "pt", time.perf_counter() - t0)
+    a, w, h = pdf_page_pixels(path, index, budget, password)
+    png = encode_pixels(a)
+    return RenderedPage(index, png, a.shape[1], a.shape[0], w, h, "pt", time.perf_counter() - t0)
 
 
 def render_image_page(path: str, index: int, budget: Budget, max_image_pixels: int) -> RenderedPage:
@@ -324,7 +290,7 @@ def render_image_page(path: str, index: int, budget: Budget, max_image_pixels: i
         raise
     except Exception as e:  # noqa: BLE001 - truncated or corrupt image data
         raise DocumentError(f"corrupt image ({e})") from None
-    png = _encode(img)
+    png = encode_png(img)
     return RenderedPage(index, png, W, H, float(w), float(h), "px", time.perf_counter() - t0)
 
 

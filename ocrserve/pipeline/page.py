@@ -41,8 +41,8 @@ def finish_page(
 
         from ocrserve.render.figures import crop_figures
 
-        with Image.open(io.BytesIO(png)) as img:
-            crop_figures(page, img.convert("RGB"), Path(staging), prefix)
+        with Image.open(io.BytesIO(png)) as img:  # gray pages stay gray: crops need no RGB copy of the page
+            crop_figures(page, img, Path(staging), prefix)
     page.timings = PageTimings(parse_s=time.perf_counter() - t0)
     return page
 

@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ocrserve.png import encode_png
 from ocrserve.labels import FIGURE_LABELS
 from ocrserve.render.markdown import block_markdown
 
@@ -41,7 +42,7 @@ def crop_figures(page: "Page", image: "Image.Image", out_dir: Path, prefix: str,
         if crop.mode not in ("RGB", "L"):
             crop = crop.convert("RGB")
         if fmt == "png":
-            crop.save(path, format="PNG", compress_level=1)
+            path.write_bytes(encode_png(crop))
         else:
             crop.save(path, format="JPEG", quality=90)
         b.figure = rel
