@@ -18,7 +18,7 @@ try:  # ISA-L's deflate: the same zlib stream as zlib's, several times faster at
 except ImportError:  # no wheel for this platform: the standard library's
     _deflate = zlib
 
-__all__ = ["encode_pixels", "encode_png"]
+__all__ = ["decode_png", "encode_pixels", "encode_png"]
 
 
 def encode_png(img: Image.Image) -> bytes:
@@ -63,3 +63,51 @@ def _is_gray(a: np.ndarray, rows: int = 128) -> bool:
 
 def _png_chunk(kind: bytes, data: bytes) -> bytes:
     return len(data).to_bytes(4, "big") + kind + data + (zlib.crc32(kind + data) & 0xFFFFFFFF).to_bytes(4, "big")
+
+
+def decode_png(png: bytes) -> Image.Image:
+    """A PNG as a loaded Pillow image. The PNGs encode_pixels writes (8-bit gray or RGB, rows unfiltered)
+    are read by inflating their one stream, without Pillow's decoder; any other PNG goes through Pillow."""
+    a = _own_pixels(png)
+    if a is None:
+        img = Image.open(io.BytesIO(png))
+        img.load()
+        return img
+    return Image.fromarray(a, "L" if a.ndim == 2 else "RGB")
+
+
+def _own_pixels(png: bytes) -> np.ndarray | None:
+    if png[:8] != b"\x89PNG\r\n\x1a\n":
+        return None
+    pos, ihdr, idat = 8, None, []
+    while pos + 8 <= len(png):
+        n = int.from_bytes(png[pos:pos + 4], "big")
+        kind = png[pos + 4:pos + 8]
+        data = png[pos + 8:pos + 8 + n]
+        pos += 12 + n
+        if kind == b"IHDR":
+            ihdr = data
+        elif kind == b"IDAT":
+            idat.append(data)
+        elif kind == b"IEND":
+            break
+        elif kind[0] & 0x20 == 0:  # an unknown critical chunk (a palette, ...): not one of ours
+            return None
+    if ihdr is None or len(ihdr) != 13 or not idat:
+        return None
+    w, h = int.from_bytes(ihdr[0:4], "big"), int.from_bytes(ihdr[4:8], "big")
+    depth, color, _, _, interlace = ihdr[8:13]
+    if depth != 8 or color not in (0, 2) or interlace or not w or not h:
+        return None
+    bpp = 1 if color == 0 else 3
+    try:
+        raw = _deflate.decompress(b"".join(idat))
+    except Exception:  # noqa: BLE001 - a damaged stream: let Pillow say what is wrong
+        return None
+    if len(raw) != h * (w * bpp + 1):
+        return None
+    rows = np.frombuffer(raw, dtype=np.uint8).reshape(h, w * bpp + 1)
+    if rows[:, 0].any():  # filtered rows: Pillow undoes the filters
+        return None
+    px = np.ascontiguousarray(rows[:, 1:])
+    return px if bpp == 1 else px.reshape(h, w, 3)

@@ -59,7 +59,7 @@ def run_bench(
     *, server: str, corpus: str | None = None, synthetic: int | None = None, modes: list[str] | None = None,
     model: str = "chandra-1", concurrency: int = 128, plain_batch: int = 28, max_tokens: int = 1024,
     ignore_eos: bool = True, api_key: str | None = None, stream_probe: int = 5, gpu_peak_tflops: float | None = None,
-    seed: int = 0, command: str | None = None, on_partial=None,
+    seed: int = 0, command: str | None = None, on_partial=None, stage_pages: int = 40,
 ) -> dict[str, Any]:
     profile = load_profile(model)
     modes = modes or ["pipeline", "plain", "ceiling", "stages"]
@@ -81,7 +81,7 @@ def run_bench(
             if mode == "stages":  # client CPU per stage, one page at a time (not a throughput mode)
                 from ocrserve.bench.stages import stage_profile
 
-                report["client_cpu_stages"] = stage_profile(files, server, profile, max_tokens=max_tokens,
+                report["client_cpu_stages"] = stage_profile(files, server, profile, max_pages=stage_pages, max_tokens=max_tokens,
                                                             ignore_eos=ignore_eos, api_key=api_key)
                 if on_partial:
                     on_partial(report)

@@ -25,18 +25,16 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, Literal
 
-import httpx
 from pydantic import BaseModel, Field
 
 from ocrserve.bench.load import GpuMemory, encode_bodies, run_load, standard_pages
+from ocrserve.bench.sweep_server import Server, bench_config, log_tails, served_model
 from ocrserve.bench.sweep_report import machine_summary, table_rows, write_sweep
 from ocrserve.profiles import load_profile
 
@@ -68,6 +66,11 @@ class SweepConfig(BaseModel):
     serve_args: list[str] = Field(default_factory=list, description="more `ocrserve serve` flags")
     vllm_args: list[str] = Field(default_factory=list, description="`vllm serve` flags (after --; they win)")
     prefill_probe: bool = Field(False, description="also measure max_tokens 1 (vision + prefill alone)")
+    load: bool = Field(True, description="the pre-encoded load on the standard pages (off: only bench_modes)")
+    bench_modes: list[Literal["pipeline", "plain", "ceiling", "stages"]] = Field(
+        default_factory=list, description="`ocrserve bench` modes run against this server, side by side")
+    bench_pages: int = Field(200, ge=1, description="distinct synthetic PDF pages of the bench modes")
+    stage_pages: int = Field(10, ge=1, description="pages of the one-at-a-time client CPU split (`stages`)")
     note: str = ""
 
 
@@ -177,68 +180,6 @@ def resolve_model(cfg: SweepConfig, default: str | None, work: Path) -> str:
         if (tok / f).is_file() and not (dest / f).exists():
             shutil.copy2(tok / f, dest / f)
     return str(dest)
-
-
-class Server:
-    """One started `ocrserve serve` (its own process group), its console and readiness."""
-
-    def __init__(self, cfg: SweepConfig, argv: list[str], console: Path, env: dict[str, str]) -> None:
-        self.cfg, self.argv, self.console_path = cfg, argv, console
-        self.fh = open(console, "w")
-        self.t0 = time.monotonic()
-        self.proc = subprocess.Popen(argv, stdout=self.fh, stderr=subprocess.STDOUT, start_new_session=True, env=env)
-        self.ready_s: float | None = None
-        # readiness is watched from the start, so a server that got ready while another was measured has its true time
-        threading.Thread(target=self._watch, daemon=True).start()
-
-    def _watch(self) -> None:
-        while self.ready_s is None and self.proc.poll() is None:
-            if re.search(r"^ready", self.console(), re.M):
-                self.ready_s = time.monotonic() - self.t0
-                return
-            time.sleep(1)
-
-    def console(self) -> str:
-        try:
-            return self.console_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def wait_ready(self, timeout: float) -> None:
-        while True:
-            text = self.console()
-            if re.search(r"^ready", text, re.M):
-                if self.ready_s is None:
-                    self.ready_s = time.monotonic() - self.t0
-                return
-            if self.proc.poll() is not None:
-                tail = "\n".join(text.splitlines()[-15:])
-                raise RuntimeError(f"ocrserve serve exited with {self.proc.returncode}:\n{tail}")
-            if time.monotonic() - self.t0 > timeout:
-                raise RuntimeError(f"not ready after {timeout:.0f} s")
-            time.sleep(1)
-
-    def stop(self, timeout: float = 60) -> Any:
-        code: Any = self.proc.poll()
-        if code is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGTERM)
-                code = self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                code = "killed"
-            except ProcessLookupError:
-                code = self.proc.poll()
-        self.fh.close()
-        return code
-
-
-def _log_tails(log_dir: Path, lines: int = 60) -> str:
-    parts = []
-    for f in sorted(log_dir.glob("*.log")):
-        text = f.read_text(errors="replace").splitlines()
-        parts.append(f"--- {f.name} (last {lines} of {len(text)} lines)\n" + "\n".join(text[-lines:]))
-    return "\n".join(parts)
 
 
 class Sweep:
@@ -365,16 +306,20 @@ class Sweep:
             srv.wait_ready(self.startup_timeout + 60)
             res["startup_s"] = round(srv.ready_s or 0.0, 1)
             endpoints = parse_plan(srv.console())["endpoints"]
-            model = _served_model(endpoints[0])
+            model = served_model(endpoints[0])
             profile = load_profile(cfg.profile)
             conc = cfg.client_concurrency or cfg.concurrency
             res["measured_while_starting"] = others_starting
             gpu.reset_total()
-            res["load"] = measure(endpoints, encode_bodies(pngs, profile, model, self.spec.max_tokens), conc)
-            res["total_gpu_peak_gib_during_load"] = round(gpu.reset_total() / 1024, 2)
+            if cfg.load:
+                res["load"] = measure(endpoints, encode_bodies(pngs, profile, model, self.spec.max_tokens), conc)
+                res["total_gpu_peak_gib_during_load"] = round(gpu.reset_total() / 1024, 2)
             if cfg.prefill_probe and prefill_pngs:
                 res["prefill_only"] = measure(endpoints, encode_bodies(prefill_pngs, profile, model, 1), conc)
-            res["ok"] = res["load"]["failed"] == 0
+            if cfg.bench_modes:
+                res["bench"] = bench_config(cfg, endpoints[0], conc, self.spec.max_tokens)
+            res["ok"] = (res["load"]["failed"] == 0 if cfg.load else True) and all(
+                not m.get("failed") for m in (res.get("bench") or {}).get("modes", {}).values())
         except Exception as e:  # noqa: BLE001 - a failing configuration is a result; the sweep goes on
             res["error"] = f"{type(e).__name__}: {e}"
             log.warning("%s failed: %s", cfg.name, e)
@@ -386,14 +331,8 @@ class Sweep:
             gpu.remove(cfg.name)
             res["peak_gpu_gib"] = round(peak / 1024, 2) if gpu.per_process_seen else None
             res["vllm_commands"] = parse_plan(srv.console())["commands"]
-            res["log_tail"] = _log_tails(self.work / "logs" / cfg.name)[-6000:] + "\n--- console\n" + srv.console()[-3000:]
+            res["log_tail"] = log_tails(self.work / "logs" / cfg.name)[-6000:] + "\n--- console\n" + srv.console()[-3000:]
 
     # ------------------------------------------------------------------ output
     def _write(self) -> None:
         write_sweep(self.report, self.out, self.name)
-
-
-def _served_model(endpoint: str) -> str:
-    r = httpx.get(endpoint + "/models", timeout=30)
-    r.raise_for_status()
-    return r.json()["data"][0]["id"]

@@ -73,6 +73,14 @@ def write_sweep(report: dict[str, Any], out: Path, name: str = "sweep") -> tuple
     lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in table_rows(report):
         lines.append("| " + " | ".join("" if row[c] is None else str(row[c]) for c in cols) + " |")
+    benches = {n: r["bench"] for n, r in report["results"].items() if r.get("bench")}
+    if benches:
+        lines += ["", "`ocrserve bench` against a configuration (the same synthetic PDF pages for every mode):", "",
+                  "| config | pages | pipeline pages/s | plain pages/s | ceiling pages/s | pipeline / ceiling | "
+                  "pipeline / plain | client CPU ms/page (pipeline) | stages sum ms/page | TTFT idle s |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for n, b in benches.items():
+            lines.append("| " + " | ".join("" if v is None else str(v) for v in bench_row(n, b)) + " |")
     lines += ["", "Server stage columns are vLLM's own per-request means over the load (/metrics deltas): "
               "prefill = scheduled to first token (vision tower + prefill), decode = first to last token.", "",
               "## Commands", ""]
@@ -82,3 +90,14 @@ def write_sweep(report: dict[str, Any], out: Path, name: str = "sweep") -> tuple
             lines.append(f"  - vllm: `{c}`")
     mp.write_text("\n".join(lines) + "\n")
     return jp, mp
+
+
+def bench_row(name: str, b: dict[str, Any]) -> list[Any]:
+    m, ratios = b.get("modes") or {}, b.get("ratios") or {}
+    pps = {k: (m.get(k) or {}).get("pages_per_s") for k in ("pipeline", "plain", "ceiling")}
+    cpu = (m.get("pipeline") or {}).get("client_cpu_s_per_page")
+    st = b.get("client_cpu_stages") or {}
+    pages = next((v.get("pages") for v in m.values() if v.get("pages")), None)
+    return [name, pages, pps["pipeline"], pps["plain"], pps["ceiling"], ratios.get("pipeline_vs_ceiling"),
+            ratios.get("pipeline_vs_plain"), round(cpu * 1000, 1) if cpu is not None else None, st.get("total_mean_ms"),
+            (b.get("streaming_idle") or {}).get("ttft_median_s")]

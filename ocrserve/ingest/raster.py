@@ -12,7 +12,6 @@ from __future__ import annotations
 import atexit
 import functools
 import hashlib
-import io
 import math
 import os
 import time

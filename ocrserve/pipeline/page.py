@@ -3,7 +3,6 @@ output -> finished Page (parse, figure crops; runs in the render workers, off th
 
 from __future__ import annotations
 
-import io
 import time
 from pathlib import Path
 from typing import Awaitable, Callable
@@ -37,12 +36,10 @@ def finish_page(
     if image_size:
         page.image_width, page.image_height = image_size
     if staging and png and Path(staging).is_dir() and any(b.label in FIGURE_LABELS for b in page.blocks):
-        from PIL import Image
-
+        from ocrserve.png import decode_png
         from ocrserve.render.figures import crop_figures
 
-        with Image.open(io.BytesIO(png)) as img:  # gray pages stay gray: crops need no RGB copy of the page
-            crop_figures(page, img, Path(staging), prefix)
+        crop_figures(page, decode_png(png), Path(staging), prefix)  # a gray page stays gray: no RGB copy
     page.timings = PageTimings(parse_s=time.perf_counter() - t0)
     return page
 

@@ -111,3 +111,32 @@ def test_stages_mode_reports_client_cpu_per_stage(tmp_path, standin):
     assert standin.stats()["completed"] == 5  # each page really went to the server
     _, mp = write_report(report, tmp_path, "stages")
     assert "Client CPU per page by stage" in mp.read_text()
+
+
+def test_client_cpu_leaves_out_a_server_the_bench_started():
+    """A child marked as a server (the stand-in, vLLM) is not the client: its CPU is not counted."""
+    import subprocess
+    import sys
+
+    from ocrserve.bench import sampling
+
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0:\n    pass\nimport sys; sys.stdin.read()"
+
+    def measured(exclude: bool) -> float:
+        child = subprocess.Popen([sys.executable, "-c", burn], stdin=subprocess.PIPE)
+        try:
+            if exclude:
+                sampling.exclude_from_client(child.pid)
+            c0 = sampling.client_cpu_s()
+            import psutil
+
+            while psutil.Process(child.pid).cpu_times().user + psutil.Process(child.pid).cpu_times().system < 1.0:
+                pass  # wait until the child has burnt its second (this loop's own CPU is counted either way)
+            return sampling.client_cpu_s() - c0
+        finally:
+            child.communicate(b"")
+            sampling._NOT_CLIENT.discard(child.pid)
+
+    with_server = measured(False)
+    without = measured(True)
+    assert with_server - without > 0.5, (with_server, without)

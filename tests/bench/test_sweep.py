@@ -125,3 +125,24 @@ def test_sweep_runs_each_config_through_ocrserve_serve(tmp_path):
         assert share == pytest.approx(planned + 0.04, abs=0.006)
     md = (out / "sweep.md").read_text()
     assert "| base |" in md and "| renderer |" in md and "vllm serve" in md
+
+
+def test_a_config_can_run_the_bench_modes_side_by_side(tmp_path):
+    """`bench_modes`: pipeline, plain, ceiling and the client CPU split against the config's server (no
+    pre-encoded load), the ratios in the JSON and a bench table in the Markdown."""
+    spec = _spec(tmp_path, {"pages": 2, "max_tokens": 16, "defaults": {"concurrency": 4},
+                            "configs": [{"name": "bench", "load": False, "bench_pages": 4, "stage_pages": 2,
+                                         "bench_modes": ["pipeline", "plain", "ceiling", "stages"]}]})
+    out = tmp_path / "out"
+    p = _run(["--spec", str(spec), "--model", "chandra-1", "--gpu-memory-gib", "140", "--vllm-bin", STANDIN_VLLM,
+              "--out", str(out), "--work", str(tmp_path / "work"), "--port", "18461", "--startup-timeout", "60"])
+    r = json.loads((out / "sweep.json").read_text())["results"]["bench"]
+    assert p.returncode == 0 and r["ok"], (r.get("error"), p.stderr[-2000:])
+    assert "load" not in r
+    b = r["bench"]
+    assert {m: b["modes"][m]["pages"] for m in ("pipeline", "plain", "ceiling")} == {"pipeline": 4, "plain": 4, "ceiling": 4}
+    assert b["ratios"]["pipeline_vs_ceiling"] > 0 and b["ratios"]["pipeline_vs_plain"] > 0
+    assert b["client_cpu_stages"]["pages"] == 2 and b["client_cpu_stages"]["total_mean_ms"] > 0
+    md = (out / "sweep.md").read_text()
+    row = next(ln for ln in md.splitlines() if ln.startswith("| bench | 4 |"))
+    assert str(b["ratios"]["pipeline_vs_ceiling"]) in row
