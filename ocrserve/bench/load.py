@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 
 from ocrserve.bench.clients import _body
-from ocrserve.bench.sampling import pct
+from ocrserve.bench.sampling import pct, run_uncounted
 from ocrserve.bench.synthetic import standard_page_png
 from ocrserve.profiles import Profile
 
@@ -178,8 +178,7 @@ class GpuMemory(threading.Thread):
         return v
 
     def _query(self, args: list[str]) -> list[list[str]]:
-        out = subprocess.run([self.smi, *args, "--format=csv,noheader,nounits"], capture_output=True, text=True,
-                             timeout=10).stdout
+        out = run_uncounted([self.smi, *args, "--format=csv,noheader,nounits"], timeout=10)
         return [[c.strip() for c in ln.split(",")] for ln in out.splitlines() if ln.strip()]
 
     def sample(self) -> None:

@@ -3,6 +3,7 @@ client memory and CPU time, and percentiles."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import statistics
 import subprocess
@@ -41,8 +42,8 @@ class Sampler:
             while not self._stop.is_set():
                 if self._smi:
                     try:
-                        out = subprocess.run([self._smi, "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                                             capture_output=True, text=True, timeout=5).stdout
+                        out = run_uncounted([self._smi, "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                                            timeout=5)
                         vals = [float(x) for x in out.split() if x.strip()]
                         if vals:
                             self.gpu_mem_mib.append(sum(vals))
@@ -95,6 +96,7 @@ def _proc_mem(p) -> int:
 # Processes that are not the client although this process started them (a stand-in or vLLM server the
 # bench launched): their subtrees are left out of the client's CPU and memory.
 _NOT_CLIENT: set[int] = set()
+_LOCK = threading.Lock()
 
 
 def exclude_from_client(pid: int) -> None:
@@ -138,6 +140,29 @@ def client_rss_mib() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+_UNCOUNTED_S = [0.0]  # CPU seconds of the measuring tools' own children (nvidia-smi), already reaped
+
+
+def run_uncounted(argv: list[str], timeout: float = 10) -> str:
+    """Run a measuring tool (nvidia-smi) and return its stdout; its CPU time is left out of client_cpu_s
+    (a reaped child's CPU otherwise lands in this process's children times, as if the client spent it)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    timer = threading.Timer(timeout, proc.kill)
+    timer.start()
+    try:
+        out = proc.stdout.read()
+    finally:
+        timer.cancel()
+        proc.stdout.close()
+        _, status, ru = os.wait4(proc.pid, 0)  # reaped here, not by Popen: with its resource usage
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        with _LOCK:
+            _UNCOUNTED_S[0] += ru.ru_utime + ru.ru_stime
+    if not timer.is_alive() and proc.returncode < 0:
+        raise subprocess.TimeoutExpired(argv, timeout)
+    return out
+
+
 def client_cpu_s() -> float:
     """CPU seconds of this process and its children (live ones and reaped ones); servers excluded."""
     try:
@@ -145,7 +170,8 @@ def client_cpu_s() -> float:
 
         procs = _client_procs()
         t = procs[0].cpu_times()
-        total = t.user + t.system + t.children_user + t.children_system
+        with _LOCK:
+            total = t.user + t.system + t.children_user + t.children_system - _UNCOUNTED_S[0]
         for c in procs[1:]:
             try:
                 ct = c.cpu_times()

@@ -140,3 +140,17 @@ def test_client_cpu_leaves_out_a_server_the_bench_started():
     with_server = measured(False)
     without = measured(True)
     assert with_server - without > 0.5, (with_server, without)
+
+
+def test_the_measuring_tools_own_children_are_not_client_cpu(tmp_path):
+    """nvidia-smi run by the samplers is reaped with its CPU time, which is then left out of client CPU."""
+    import sys
+
+    from ocrserve.bench import sampling
+
+    tool = tmp_path / "tool.py"
+    tool.write_text("import time\nt = time.process_time()\nwhile time.process_time() - t < 0.8:\n    pass\nprint('42')\n")
+    c0, u0 = sampling.client_cpu_s(), sampling._UNCOUNTED_S[0]
+    assert sampling.run_uncounted([sys.executable, str(tool)]).strip() == "42"
+    assert sampling._UNCOUNTED_S[0] - u0 >= 0.8
+    assert sampling.client_cpu_s() - c0 < 0.5  # the tool's 0.8 s is not the client's
