@@ -137,6 +137,9 @@ def parse_output(
     def flush_pending() -> None:
         if not pending:
             return
+        if all(n.tag == "-text" and not (n.text_content or "").strip() for n in pending):
+            pending.clear()  # the line breaks between layout divs: no block, and no fragment to parse again
+            return
         html = serialize_nodes(pending, store, tags, attrs)
         pending.clear()
         frag, fstore = prepare_fragment(html, tags, attrs)
