@@ -63,3 +63,45 @@ def test_odd_sizes_and_grayscale_input():
         assert _decoded(encode_png(img)).convert("RGB").tobytes() == img.tobytes()
     gray = _page(color=False, seed=9).convert("L")
     assert _decoded(encode_png(gray)).tobytes() == gray.tobytes()
+
+
+def test_decode_reads_our_pngs_and_any_other_png_the_same_as_pillow():
+    from ocrserve.png import _own_pixels, decode_png
+
+    for img in (_page(color=False, seed=11), _page(color=True, seed=12), _page(color=True, size=(7, 3), seed=13)):
+        ours = encode_png(img)
+        assert _own_pixels(ours) is not None  # the fast path, no Pillow decoder
+        assert decode_png(ours).convert("RGB").tobytes() == img.tobytes()
+        buf = io.BytesIO()
+        img.save(buf, format="PNG", optimize=True)  # Pillow's own: filtered rows
+        other = buf.getvalue()
+        assert _own_pixels(other) is None
+        assert decode_png(other).tobytes() == img.tobytes()
+    pal = _page(color=True, seed=14).convert("P")
+    buf = io.BytesIO()
+    pal.save(buf, format="PNG")
+    assert decode_png(buf.getvalue()).convert("RGB").tobytes() == pal.convert("RGB").tobytes()
+
+
+def test_pdf_pages_render_to_the_exact_target_size(tmp_path):
+    """Width and height land on the patch grid (padded white or cropped by a few pixels, never resampled)."""
+    from reportlab.pdfgen import canvas
+
+    from ocrserve.ingest.raster import Budget, pdf_page_pixels, pdf_target
+
+    pdf = tmp_path / "sizes.pdf"
+    c = canvas.Canvas(str(pdf))
+    sizes = [(612, 792), (595.3, 841.9), (500, 333.3), (1190.6, 841.9)]
+    for w, h in sizes:
+        c.setPageSize((w, h))
+        c.setFillColorRGB(1, 0, 0)
+        c.rect(10, 10, 50, 50, fill=1)
+        c.showPage()
+    c.save()
+    budget = Budget()
+    for i, (w, h) in enumerate(sizes):
+        a, pw, ph = pdf_page_pixels(str(pdf), i, budget)
+        W, H = pdf_target(pw, ph, budget)
+        assert a.shape == (H, W, 3) and a.dtype.name == "uint8" and (W % 32, H % 32) == (0, 0)
+        assert a[-60, 60].tolist() == [255, 0, 0]  # the red square at the bottom left is where it belongs
+        assert a[0, 0].tolist() == [255, 255, 255]
