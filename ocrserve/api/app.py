@@ -10,7 +10,7 @@
     GET    /healthz, /readyz, /metrics, /docs, /  (the viewer)
 
 This module only builds the app: the lifespan (engine, service, job worker, sweeper), the middleware
-(upload size, CORS), the routers (`routes/`), and the one mapping of the service's errors
+(upload size, a newline after every JSON answer, CORS), the routers (`routes/`), and the one mapping of the service's errors
 (`errors.py`) to status codes. Finished jobs are kept `job_ttl_s` seconds (default 7 days), then
 removed with their result; an expired job answers 404 like one that never existed (see `retention.py`).
 """
@@ -36,6 +36,7 @@ from ocrserve.api.deps import Context
 from ocrserve.api.jobs import JobStore
 from ocrserve.api.limits import BodyLimit, KeyLimiter
 from ocrserve.api.metrics import Metrics
+from ocrserve.api.newline import JSONNewline
 from ocrserve.api.retention import Sweeper
 from ocrserve.api.routes import convert, health, jobs, pages, viewer
 from ocrserve.api.routes.common import retention_doc
@@ -109,6 +110,7 @@ def create_app(settings: Settings | None = None, engine: Engine | str | None = N
     app.state.store = store
     app.add_middleware(BodyLimit, limit=settings.max_upload_bytes, paths=("/v1/convert", "/v1/jobs"),
                        on_reject=lambda: metrics.rejected.labels(reason="too_large").inc())
+    app.add_middleware(JSONNewline)  # every JSON answer ends with a newline (the 413 above too)
     origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
     if origins:  # outermost: preflight requests are answered before anything else looks at them
         app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST", "DELETE"],

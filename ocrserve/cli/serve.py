@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import shlex
+import shutil
 import tempfile
 import threading
 from pathlib import Path
@@ -128,7 +129,8 @@ def register(app: typer.Typer) -> None:
         if parallel == "epd":
             Path(opts.ec_storage).mkdir(parents=True, exist_ok=True)  # ECExampleConnector's shared folder
         logs = log_dir or Path(tempfile.mkdtemp(prefix="ocrserve-serve-"))
-        sup = Supervisor(layout, logs, health_timeout=health_timeout, max_restarts=max_restarts)
+        sup = Supervisor(layout, logs, health_timeout=health_timeout, max_restarts=max_restarts,
+                         before_spawn=_vllm_found)
         sup.install_signal_handlers()
         typer.echo(f"logs: {logs}")
         try:
@@ -150,6 +152,18 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(1)
         typer.echo("stopped", err=True)
+
+
+def _vllm_found(spec) -> None:
+    """Before a vLLM server is started (never when one already answers on its port): the default
+    `vllm` executable that is not on PATH is the [vllm] extra not installed: one line, exit 2.
+    A --vllm-bin / OCRSERVE_VLLM_BIN path is run as given."""
+    from ocrserve.cli.extras import message
+
+    exe = spec.argv[0] if spec.argv else ""
+    if spec.role != "proxy" and exe == "vllm" and shutil.which(exe) is None:
+        typer.echo(message("ocrserve serve", "vllm", "vllm"), err=True)
+        raise typer.Exit(2)
 
 
 def _start_api(port: int, host: str, endpoints: list[str], served_model: str, profile: str, sup) -> None:

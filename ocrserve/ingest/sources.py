@@ -5,7 +5,6 @@ from __future__ import annotations
 import bisect
 import errno
 import glob
-import hashlib
 import logging
 import os
 import re
@@ -15,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from ocrserve.ingest.naming import OccupantOf, assign_names, path_hash  # noqa: F401 - path_hash: its old home
 from ocrserve.ingest.sniff import DOC_EXTENSIONS, sniff_file
 
 log = logging.getLogger(__name__)
@@ -117,10 +117,10 @@ def _readlink(p: Path) -> str:
         return "?"
 
 
-def expand_inputs(inputs: list[str | Path], stdin=None) -> list[SourceFile]:
+def expand_inputs(inputs: list[str | Path], stdin=None, occupant: OccupantOf | None = None) -> list[SourceFile]:
     """The documents of expand_sources(); what could not be read is logged and left out."""
     out = []
-    for item in expand_sources(inputs, stdin):
+    for item in expand_sources(inputs, stdin, occupant):
         if isinstance(item, InputProblem):
             log.warning("%s: %s", item.path, item.reason)
         else:
@@ -128,12 +128,15 @@ def expand_inputs(inputs: list[str | Path], stdin=None) -> list[SourceFile]:
     return out
 
 
-def expand_sources(inputs: list[str | Path], stdin=None) -> list[SourceFile | InputProblem]:
+def expand_sources(inputs: list[str | Path], stdin=None,
+                   occupant: OccupantOf | None = None) -> list[SourceFile | InputProblem]:
     """Expand inputs into documents with unique, stable output names, in input order, and the
     things found that cannot be read (InputProblem: path and reason), where they were found.
 
-    Files in folders keep their path relative to the folder (a/x.pdf -> a/x); names that still
-    collide get a short hash of their absolute path appended, so no two inputs share an output.
+    Files in folders keep their path relative to the folder (a/x.pdf -> a/x); a name another
+    document holds (in the output folder, `occupant`, or in the run) gets a short hash of the file's
+    absolute path, so no two inputs share an output and a file's name does not depend on what else
+    the run converts (ingest/naming.py has the rule).
     """
     items: list[tuple[Path, str] | InputProblem] = []  # (file, name stem with relative folder) or a problem
     for raw in inputs:
@@ -183,32 +186,8 @@ def expand_sources(inputs: list[str | Path], stdin=None) -> list[SourceFile | In
         seen[key] = None
         unique.append(item)
     pairs = [u for u in unique if not isinstance(u, InputProblem)]
-    # names that would share an output folder get a short hash of their path: the same cleaned,
-    # case-folded name twice, or a name that is a folder of another (a.pdf beside a/b.pdf: OUT/a/
-    # must not hold OUT/a/b/; x.pdf beside x/images.pdf: OUT/x/images/ is x's figures)
-    names = [_safe_name(stem) for _, stem in pairs]
-    keys = [n.casefold() for n in names]
-    counts: dict[str, int] = {}
-    for k in keys:
-        counts[k] = counts.get(k, 0) + 1
-    parents = {"/".join(k.split("/")[:i]) for k in keys for i in range(1, k.count("/") + 1)}
-    named = iter(names)
-    out: list[SourceFile | InputProblem] = []
-    for item in unique:
-        if isinstance(item, InputProblem):
-            out.append(item)
-            continue
-        f, name = item[0], next(named)
-        k = name.casefold()
-        if counts[k] > 1 or k in parents:
-            name = f"{name}-{path_hash(f)}"
-        out.append(SourceFile(path=f, name=name))
-    return out
-
-
-def path_hash(f: Path) -> str:
-    """Short, stable hash of a file's absolute path (disambiguates output names)."""
-    return hashlib.sha1(str(f.resolve() if f.exists() else f.absolute()).encode()).hexdigest()[:8]
+    names = iter(assign_names([(f, _safe_name(stem), stem.replace("\\", "/")) for f, stem in pairs], occupant))
+    return [item if isinstance(item, InputProblem) else SourceFile(path=item[0], name=next(names)) for item in unique]
 
 
 def _safe_name(stem: str) -> str:

@@ -241,7 +241,8 @@ class Converter:
         if isinstance(inputs, (str, Path)):
             inputs = [inputs]
         t0 = time.perf_counter()
-        sources = expand_sources(list(inputs))  # documents, and what could not be read (fails, named)
+        # documents, and what could not be read (fails, named); names taken in the output folder are kept
+        sources = expand_sources(list(inputs), occupant=self.target.occupant if self.target is not None else None)
         await self.engine.preflight()  # a server down or a key refused fails the run at once
         self.emit("run_start", documents=len(sources))
         if self.target is not None:

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ocrserve.document import Document
-from ocrserve.ingest.sources import SourceFile, path_hash
+from ocrserve.ingest.naming import path_hash, same_file
+from ocrserve.ingest.sources import SourceFile
 from ocrserve.render import render_html, render_json, render_markdown
 from ocrserve.export.formats import DEFAULT_FORMATS, SUFFIXES, render_format
 
@@ -118,7 +119,7 @@ def choose_name(src: SourceFile, sha256: str, here: Existing | None,
     later run never overwrites an unrelated document). `alt()` reads what is under that other name."""
     if here is None or here.sha256 in (None, sha256):
         return src, here
-    if os.path.abspath(here.path or "") == os.path.abspath(src.path):
+    if same_file(here.path, src.path):
         return src, here  # the same file, changed: converted again under its name
     return SourceFile(path=src.path, name=alt_name(src)), alt()
 

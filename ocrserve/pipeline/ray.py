@@ -158,12 +158,12 @@ def run_ray_convert(
     t0 = time.perf_counter()
     if isinstance(inputs, (str, Path)):
         inputs = [inputs]
-    sources = expand_sources(list(inputs))
+    target = OutputTarget(opts.output or "ocrserve-out", rayo.storage_options)
+    sources = expand_sources(list(inputs), occupant=target.occupant)  # the local run's names, the same rule
     # what could not be read (dangling symlink, loop, unreadable folder) fails, named, with its reason
     problems = [DocResult(name=s.name, path=str(s.path), status="failed", error=s.reason)
                 for s in sources if isinstance(s, InputProblem)]
     sources = [s for s in sources if not isinstance(s, InputProblem)]
-    target = OutputTarget(opts.output or "ocrserve-out", rayo.storage_options)
     target.prepare()
     run_id = uuid.uuid4().hex[:8]
     # the driver reads what is already written (under each name and its alternative); the open

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ocrserve.document import Document
+from ocrserve.ingest.naming import Occupant
 from ocrserve.pipeline.output import Existing, clean_stale_staging, load_existing, staging_dir, write_document
 from ocrserve.export.formats import DEFAULT_FORMATS, SUFFIXES
 
@@ -99,6 +100,22 @@ class OutputTarget:
             return replace(found, formats=frozenset(
                 f for f, suffix in SUFFIXES.items() if self._fs.isfile(f"{self.root}/{name}/{base}{suffix}")))
         except (OSError, ValueError):
+            return None
+
+    def occupant(self, name: str) -> Occupant | None:
+        """What is under OUT/<name> (ingest/naming.py's rule): a document, with its source's path; a
+        folder that is no document (it holds others); or nothing."""
+        if self.local is not None:
+            if (self.local / name / f"{name.rsplit('/', 1)[-1]}.json").is_file():
+                found = self.load_existing(name)
+                return Occupant(document=True, path=found.path if found else None)
+            return Occupant(document=False) if (self.local / name).is_dir() else None
+        try:
+            if self._fs.isfile(self._json_path(name)):
+                found = self.load_existing(name)
+                return Occupant(document=True, path=found.path if found else None)
+            return Occupant(document=False) if self._fs.isdir(f"{self.root}/{name}") else None
+        except OSError:
             return None
 
     # -- writing -----------------------------------------------------------------------------

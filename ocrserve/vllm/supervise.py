@@ -24,6 +24,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import httpx
 
@@ -122,8 +123,10 @@ class Supervisor:
 
     def __init__(self, layout: Layout, log_dir: Path, *, health_timeout: float = 900.0, max_restarts: int = 3,
                  backoff_s: float = 2.0, max_backoff_s: float = 60.0, grace_s: float = 15.0, poll_s: float = 0.5,
-                 stable_s: float = 120.0, env: dict[str, str] | None = None) -> None:
+                 stable_s: float = 120.0, env: dict[str, str] | None = None,
+                 before_spawn: Callable[[ProcessSpec], None] | None = None) -> None:
         self.layout = layout
+        self.before_spawn = before_spawn  # a check before a process is started (not when one is attached)
         self.log_dir = Path(log_dir)
         self.health_timeout = health_timeout
         self.max_restarts = max_restarts
@@ -165,6 +168,8 @@ class Supervisor:
         if port_taken(s.host, s.port):
             raise ServeError(s.name, f"port in use: {s.host}:{s.port} answers but is no healthy vLLM server "
                                      f"(pick another --port or stop what runs there)")
+        if self.before_spawn is not None:
+            self.before_spawn(s)
         self._spawn(child)
 
     def start(self) -> None:

@@ -214,6 +214,48 @@ def test_health_ready_docs_viewer_metrics(api: ApiProcess, docs) -> None:
     assert ok_pages(m) == ok_pages(before) + 1
 
 
+def test_every_json_answer_ends_with_a_newline(api: ApiProcess, standin: StandIn, docs) -> None:  # noqa: F811
+    """curl's output of any JSON answer ends the line (the prompt does not stick to it): ops, errors of
+    every kind, convert, and every job answer (the status is serialized by FastAPI from its model)."""
+    c = httpx.Client(base_url=api.url, timeout=60, headers=H())
+    seen: list[tuple[str, int]] = []
+
+    def check(r: httpx.Response, status: int) -> httpx.Response:
+        assert r.status_code == status, (r.request.url, r.text)
+        assert r.headers["content-type"].startswith("application/json"), r.headers
+        assert r.content.endswith(b"\n") and not r.content.endswith(b"\n\n"), (r.request.url, r.content[-40:])
+        assert int(r.headers["content-length"]) == len(r.content)
+        r.json()
+        seen.append((r.request.url.path, status))
+        return r
+
+    check(c.get("/healthz"), 200)
+    check(c.get("/readyz"), 200)
+    check(c.get("/openapi.json"), 200)
+    check(c.get("/v1/jobs/abc", headers={"Authorization": "Bearer not-a-key"}), 401)
+    check(c.get("/v1/jobs/abc"), 404)  # the service's error
+    check(c.get("/no/such/route"), 404)  # the framework's
+    check(c.put("/healthz"), 405)
+    with open(docs["pdf1"], "rb") as f:
+        check(c.post("/v1/convert", params={"format": "docx"}, files={"file": ("one.pdf", f)}), 422)  # validation
+    check(c.post("/v1/convert", json={"name": "x"}), 400)
+    with open(docs["big"], "rb") as f:
+        check(c.post("/v1/convert", files={"file": ("big.pdf", f)}), 413)  # refused by the upload limit
+    with open(docs["pdf1"], "rb") as f:
+        doc = check(c.post("/v1/convert", files={"file": ("one.pdf", f)}), 200).json()
+    assert doc["source"]["page_count"] == 1
+    standin.control(delay_s=0.5)
+    with open(docs["pdf1"], "rb") as f:
+        job_id = check(c.post("/v1/jobs", files={"file": ("one.pdf", f)}), 202).json()["id"]
+    check(c.get(f"/v1/jobs/{job_id}"), 200)
+    check(c.get(f"/v1/jobs/{job_id}/result"), 409)
+    _wait_job(c, job_id)
+    check(c.get(f"/v1/jobs/{job_id}"), 200)
+    check(c.get(f"/v1/jobs/{job_id}/result"), 200)
+    check(c.delete(f"/v1/jobs/{job_id}"), 200)
+    assert len(seen) == 17
+
+
 def test_readyz_reports_an_unreachable_engine(tmp_path) -> None:
     dead = f"http://127.0.0.1:{free_port()}/v1"
     proc = ApiProcess(dead, tmp_path / "data", {"OCRSERVE_FALLBACK": "false"}).start()

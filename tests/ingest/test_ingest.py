@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import io as _io
+from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -12,6 +13,7 @@ from ocrserve.ingest.raster import (
     Budget, DocumentError, forget, image_target, open_source, pdf_target, render_page,
 )
 from ocrserve.ingest.sniff import sniff_bytes
+from ocrserve.ingest.naming import Occupant, path_hash
 from ocrserve.ingest.sources import InputError, expand_inputs, parse_page_ranges
 from ocrserve.profiles import load_profile
 from tests.support import helpers
@@ -53,11 +55,13 @@ def test_expand_folders_globs_stdin_and_unique_names(tmp_path):
     srcs = expand_inputs([tmp_path])
     names = sorted(s.name for s in srcs)
     assert names == ["a/scan", "a/x", "b/x"]  # folders mirrored; .txt left out
-    # the same stem from two explicit folders never collides
-    srcs = expand_inputs([tmp_path / "a" / "x.pdf", tmp_path / "b" / "x.pdf"])
-    assert len({s.name for s in srcs}) == 2 and all(s.name.startswith("x-") for s in srcs)
-    # names are stable across runs
-    assert [s.name for s in srcs] == [s.name for s in expand_inputs([tmp_path / "a" / "x.pdf", tmp_path / "b" / "x.pdf"])]
+    # the same stem from two explicit folders never collides: the first in the run's own order (not
+    # the input order) keeps the plain name, the other gets a hash of its path
+    srcs = expand_inputs([tmp_path / "b" / "x.pdf", tmp_path / "a" / "x.pdf"])
+    assert [s.name for s in srcs] == [f"x-{path_hash(tmp_path / 'b' / 'x.pdf')}", "x"]
+    # names are stable across runs and input orders
+    assert sorted(s.name for s in srcs) == sorted(
+        s.name for s in expand_inputs([tmp_path / "a" / "x.pdf", tmp_path / "b" / "x.pdf"]))
     srcs = expand_inputs([str(tmp_path / "*" / "*.pdf")])
     assert len(srcs) == 2
     srcs = expand_inputs(["-"], stdin=_io.StringIO(f"{tmp_path / 'a' / 'scan.png'}\n\n"))
@@ -163,3 +167,34 @@ def test_names_never_share_an_output_folder(tmp_path):
     assert by_path["a/b.pdf"] == "a/b" and by_path["a.pdf"].startswith("a-")
     assert by_path["x/images.pdf"] == "x/images"
     assert by_path["x#.pdf"] != by_path["x_.pdf"]
+
+
+def test_a_name_does_not_depend_on_the_other_inputs(tmp_path):
+    """A file alone, or beside another file of its name, or with the output folder holding that other
+    file's document: it keeps the name that is its own, and no two files share one."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = helpers.blank_pdf(tmp_path / "a" / "report.pdf", 1)
+    b = helpers.blank_pdf(tmp_path / "b" / "report.pdf", 1)
+    hb = f"report-{path_hash(b)}"
+    assert [s.name for s in expand_inputs([tmp_path / "a"])] == ["report"]
+    assert [s.name for s in expand_inputs([tmp_path / "a", b])] == ["report", hb]  # a was "report-<hash>"
+    assert [s.name for s in expand_inputs([b, tmp_path / "a"])] == [hb, "report"]  # the input order does not matter
+
+    def outputs(held: dict[str, object]):
+        return lambda name: (Occupant(True, str(held[name])) if isinstance(held.get(name), Path) else held.get(name))
+
+    # the output folder says who holds a name: b's document under "report" stays b's, a gets the hash
+    held = {"report": b}
+    assert [s.name for s in expand_inputs([tmp_path / "a", b], occupant=outputs(held))] == [f"report-{path_hash(a)}", "report"]
+    # a file whose document is under its hashed name keeps it when converted alone
+    held = {"report": a, hb: b}
+    assert [s.name for s in expand_inputs([b], occupant=outputs(held))] == [hb]
+    assert [s.name for s in expand_inputs([tmp_path / "b"], occupant=outputs(held))] == [hb]
+    # a folder of other documents (OUT/report/ holds OUT/report/x/) or a document above is taken
+    held = {"report": Occupant(False)}
+    assert [s.name for s in expand_inputs([a], occupant=outputs(held))] == [f"report-{path_hash(a)}"]
+    (tmp_path / "c" / "report").mkdir(parents=True)
+    inner = helpers.blank_pdf(tmp_path / "c" / "report" / "x.pdf", 1)
+    held = {"report": a}
+    assert [s.name for s in expand_inputs([tmp_path / "c"], occupant=outputs(held))] == [f"report-{path_hash(inner)}/x"]

@@ -316,6 +316,30 @@ def test_same_name_from_another_file_in_a_later_run_keeps_both(tmp_path, standin
     assert '"status": "skipped"' in r.stdout
 
 
+def test_a_files_output_name_does_not_depend_on_the_other_inputs(tmp_path, standin):
+    """`convert a/` then `convert a/ b/report.pdf`: a's report keeps its name and is skipped, b's gets
+    a hashed one; a rerun with the inputs the other way round, or b alone, changes nothing."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    helpers.text_pdf(tmp_path / "a" / "report.pdf", pages=1, title="First")
+    b = helpers.text_pdf(tmp_path / "b" / "report.pdf", pages=1, title="Second")
+    out = tmp_path / "out"
+
+    def run(*inputs: Path) -> list[tuple[str, str]]:
+        r = _cli("convert", *map(str, inputs), "-o", str(out), "--server", standin.url, "--json-log")
+        assert r.returncode == 0, r.stderr
+        return [(d["name"], d["status"]) for d in map(json.loads, r.stdout.splitlines()) if d.get("event") == "doc_done"]
+
+    assert run(tmp_path / "a") == [("report", "ok")]
+    (hashed, status), = run(tmp_path / "a", b)[1:]
+    assert hashed.startswith("report-") and status == "ok"
+    assert run(tmp_path / "a", b)[0] == ("report", "skipped")
+    assert run(b, tmp_path / "a") == [(hashed, "skipped"), ("report", "skipped")]
+    assert run(tmp_path / "b") == [(hashed, "skipped")]
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == sorted(["report", hashed])
+    assert json.loads((out / "report" / "report.json").read_text())["source"]["path"] == str(tmp_path / "a" / "report.pdf")
+
+
 async def test_cancelling_the_python_api_raises_and_keeps_nothing_half_written(tmp_path, standin):
     import asyncio
 

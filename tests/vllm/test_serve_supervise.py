@@ -258,3 +258,68 @@ def test_cli_serve_with_the_ocr_api_in_front(tmp_path: Path):
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def _without_vllm(tmp_path: Path) -> dict[str, str]:
+    """An environment where no `vllm` executable can be found (PATH holds nothing) and none is configured."""
+    (tmp_path / "empty-bin").mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k != "OCRSERVE_VLLM_BIN"}
+    return {**env, "PATH": str(tmp_path / "empty-bin"), "PYTHONPATH": str(ROOT)}
+
+
+def _serve(tmp_path: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "ocrserve.cli", "serve", "--model", "chandra-1", "--gpu-memory-gib", "139.8",
+            "--gpus", "0", "--log-dir", str(tmp_path / "logs"), *args]
+
+
+def test_cli_serve_without_vllm_is_the_extras_hint_and_exit_2(tmp_path: Path):
+    """vLLM to start and no `vllm` to start: one line naming the [vllm] extra (as the other commands'
+    hints do), exit 2; nothing is left listening. --dry-run needs no vLLM."""
+    port = free_port()
+    env = _without_vllm(tmp_path)
+    r = subprocess.run(_serve(tmp_path, "--port", str(port)), env=env, cwd=ROOT, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr.strip().splitlines() == [
+        "error: ocrserve serve needs the [vllm] extra (vllm is not installed): "
+        "pip install '.[vllm]' (in a clone of ocrserve; it is not on PyPI)"], r.stderr
+    assert not probe(f"http://127.0.0.1:{port}")
+    r = subprocess.run(_serve(tmp_path, "--port", str(port), "--dry-run"), env=env, cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and "vllm serve" in r.stdout and not r.stderr.strip(), (r.stdout, r.stderr)
+
+
+@pytest.mark.parametrize("how", ["attach", "vllm-bin"])
+def test_cli_serve_without_vllm_attaches_or_runs_the_given_executable(tmp_path: Path, how: str):
+    """No `vllm` to be found: a healthy server already on the port is attached to, and --vllm-bin
+    pointing to an executable is run; both become ready and stop cleanly on SIGTERM."""
+    port = free_port()
+    pidfile = tmp_path / "pids"
+    env = _without_vllm(tmp_path)
+    fake_env = {**env, "FAKE_VLLM_MODE": "healthy", "FAKE_VLLM_PIDFILE": str(pidfile)}
+    ext = None
+    args = ["--port", str(port)]
+    if how == "attach":
+        ext = subprocess.Popen([sys.executable, str(FAKE), "serve", "m", "--port", str(port)], env=fake_env,
+                               stdout=subprocess.DEVNULL, start_new_session=True)
+        assert wait_until(lambda: probe(f"http://127.0.0.1:{port}"), 15)
+    else:
+        args += ["--vllm-bin", f"{sys.executable} {FAKE}"]
+    p = subprocess.Popen(_serve(tmp_path, *args), env=fake_env if how == "vllm-bin" else env, cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out = _until_ready(p)
+        assert out.splitlines()[-1].startswith("ready" + (" (attached to running replica-0)" if ext else ":")), out
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=20) == 0
+        if ext is not None:
+            assert ext.poll() is None and probe(f"http://127.0.0.1:{port}")  # not ours to stop
+        else:
+            assert no_orphans(pidfile)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if ext is not None:
+            os.killpg(ext.pid, signal.SIGKILL)
+            ext.wait()
