@@ -102,7 +102,7 @@ def write_report(report: dict[str, Any], out_dir: Path, name: str) -> tuple[Path
                       f"first closed block median {s['first_block_median_s']} s."]
     st = report.get("client_cpu_stages")
     if st:
-        lines += ["", f"Client CPU per page by stage ({st['pages']} pages one at a time, this process's CPU clock; "
+        lines += ["", f"Client CPU per page by stage ({st['pages']} pages one at a time, the measuring thread's CPU clock; "
                       f"mean PNG {st.get('png_kib_mean')} KiB):", "",
                   "| " + " | ".join(st["stages"]) + " | total |", "|" + "---|" * (len(st["stages"]) + 1),
                   "| " + " | ".join(f"{v['mean_ms']} ms" for v in st["stages"].values()) + f" | {st['total_mean_ms']} ms |"]

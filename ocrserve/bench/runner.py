@@ -38,6 +38,14 @@ log = logging.getLogger(__name__)
 
 # ------------------------------------------------------------------------------------ the run
 
+def synthetic_kind() -> str:
+    """Which synthetic pages make_pdf writes here: born-digital with reportlab, else scanned images."""
+    import importlib.util
+
+    return ("born-digital (reportlab)" if importlib.util.find_spec("reportlab")
+            else "scanned: Pillow-drawn page images, reportlab is not installed")
+
+
 def corpus_files(corpus: str | None, synthetic: int | None, work: Path, seed: int = 0) -> list[Path]:
     if synthetic:
         from ocrserve.bench.synthetic import make_pdf
@@ -71,7 +79,8 @@ def run_bench(
             "command": command or " ".join(sys.argv), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
             "machine": machine_info(server), "model_profile": profile.name, "concurrency": concurrency,
             "plain_batch": plain_batch, "max_tokens": max_tokens, "ignore_eos": ignore_eos,
-            "corpus": [str(f) for f in files] if not synthetic else f"synthetic: {synthetic} distinct pages (seed {seed})",
+            "corpus": [str(f) for f in files] if not synthetic else f"synthetic: {synthetic} distinct pages (seed {seed}, "
+                      f"{synthetic_kind()})",
             "modes": {},
         }
         gpu_name = (report["machine"].get("gpus") or [None])[0]
