@@ -95,6 +95,14 @@ def summary_line(summary: Any, output: str) -> str:
     return f"{plural(len(summary.results), 'document')}: {counts or 'nothing to do'}; {pages}"
 
 
+def _ignore_late_signals() -> None:
+    """The run is over and its summary printed: a Ctrl-C from now on is ignored. Python puts the default
+    action back for its handled signals while it finalizes, so a late Ctrl-C would otherwise end the
+    process by SIGINT instead of exit code 130 (an ignored signal stays ignored)."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+
+
 def _run(inputs: list[str], options: Any, display: _Display) -> Any:
     """Run the conversion with the scheduler the options ask for (local asyncio, or Ray)."""
     if options.ray is not None:
@@ -226,6 +234,7 @@ def register(app: typer.Typer) -> None:
                 typer.echo(f"  {r.path}: {r.error}", err=True)
         if summary.interrupted:
             typer.echo("run again to resume: finished documents are kept", err=True)
+            _ignore_late_signals()
             raise typer.Exit(130)
         if summary.failed:
             raise typer.Exit(1)
