@@ -105,3 +105,16 @@ def test_pdf_pages_render_to_the_exact_target_size(tmp_path):
         assert a.shape == (H, W, 3) and a.dtype.name == "uint8" and (W % 32, H % 32) == (0, 0)
         assert a[-60, 60].tolist() == [255, 0, 0]  # the red square at the bottom left is where it belongs
         assert a[0, 0].tolist() == [255, 255, 255]
+
+
+def test_without_isal_the_standard_zlib_writes_the_same_pixels(monkeypatch):
+    import zlib
+
+    from ocrserve import png as pngmod
+
+    img = _page(color=True, seed=21)
+    fast = encode_png(img)
+    monkeypatch.setattr(pngmod, "_deflate", zlib)
+    slow = encode_png(img)
+    assert _decoded(slow).tobytes() == _decoded(fast).tobytes() == img.tobytes()
+    assert pngmod.decode_png(slow).tobytes() == img.tobytes()
