@@ -1,6 +1,8 @@
 """Serving sweep on the GPU machine: `ocrserve serve` with each configuration of a spec, measured
 with the same distinct standard pages at a fixed output length (ocrserve/bench/sweep.py says how).
 
+    # staged with: bash ../shared/gpu/prepare.sh pypdfium2 selectolax pydantic-settings isal reportlab
+    # (reportlab: the bench modes' synthetic pages are born-digital only with it; without, scanned images)
     source /tmp/gpu/env.sh
     python bench/sweep_gpu.py --spec bench/sweeps/h200-chandra1.json --model $CHANDRA1_SHAPE --out $OUT
     python bench/sweep_gpu.py --spec ... --dry-run --gpu-memory-gib 140   # plan only (any machine)
