@@ -16,6 +16,7 @@ import httpx
 
 from ocrserve.bench.sampling import exclude_from_client
 
+
 class Server:
     """One started `ocrserve serve` (its own process group), its console and readiness."""
 
