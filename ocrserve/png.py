@@ -100,11 +100,15 @@ def _own_pixels(png: bytes) -> np.ndarray | None:
     if depth != 8 or color not in (0, 2) or interlace or not w or not h:
         return None
     bpp = 1 if color == 0 else 3
-    try:
-        raw = _deflate.decompress(b"".join(idat))
+    limit = Image.MAX_IMAGE_PIXELS
+    if limit and w * h > 2 * limit:  # Pillow's decompression-bomb error, not our inflate, answers that
+        return None
+    expected = h * (w * bpp + 1)
+    try:  # never inflate more than the header's size allows (a small stream can claim gigabytes)
+        raw = _deflate.decompressobj().decompress(b"".join(idat), expected + 1)
     except Exception:  # noqa: BLE001 - a damaged stream: let Pillow say what is wrong
         return None
-    if len(raw) != h * (w * bpp + 1):
+    if len(raw) != expected:
         return None
     rows = np.frombuffer(raw, dtype=np.uint8).reshape(h, w * bpp + 1)
     if rows[:, 0].any():  # filtered rows: Pillow undoes the filters

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import threading
@@ -147,20 +148,52 @@ def run_uncounted(argv: list[str], timeout: float = 10) -> str:
     """Run a measuring tool (nvidia-smi) and return its stdout; its CPU time is left out of client_cpu_s
     (a reaped child's CPU otherwise lands in this process's children times, as if the client spent it)."""
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    timer = threading.Timer(timeout, proc.kill)
+    fired = threading.Event()
+
+    def kill() -> None:  # os.kill, not Popen.kill: that would poll, and might reap the child before wait4
+        fired.set()
+        try:
+            os.kill(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    timer = threading.Timer(timeout, kill)
     timer.start()
     try:
         out = proc.stdout.read()
     finally:
         timer.cancel()
         proc.stdout.close()
-        _, status, ru = os.wait4(proc.pid, 0)  # reaped here, not by Popen: with its resource usage
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        with _LOCK:
+        with _LOCK:  # reaped here, not by Popen: with its resource usage
+            _, status, ru = os.wait4(proc.pid, 0)
+            proc.returncode = os.waitstatus_to_exitcode(status)
             _UNCOUNTED_S[0] += ru.ru_utime + ru.ru_stime
-    if not timer.is_alive() and proc.returncode < 0:
+    if fired.is_set():
         raise subprocess.TimeoutExpired(argv, timeout)
     return out
+
+
+def reap_uncounted(proc: subprocess.Popen, timeout: float | None = 0) -> int | None:
+    """Popen.poll() (timeout 0) or wait(timeout) for a process that is not the client (a server the bench
+    started): reaped with os.wait4, so its CPU, and that of the children it reaped, is left out of
+    client_cpu_s. None while it runs (raises subprocess.TimeoutExpired when a timeout > 0 passes)."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while proc.returncode is None:
+        with _LOCK:
+            try:
+                pid, status, ru = os.wait4(proc.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped elsewhere
+                return proc.poll()
+            if pid:
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                _UNCOUNTED_S[0] += ru.ru_utime + ru.ru_stime
+                break
+        if deadline is not None and time.monotonic() >= deadline:
+            if timeout:
+                raise subprocess.TimeoutExpired(proc.args, timeout)
+            return None
+        time.sleep(0.05)
+    return proc.returncode
 
 
 def client_cpu_s() -> float:
@@ -169,8 +202,8 @@ def client_cpu_s() -> float:
         import psutil
 
         procs = _client_procs()
-        t = procs[0].cpu_times()
-        with _LOCK:
+        with _LOCK:  # the children times and what is subtracted from them, at one moment
+            t = procs[0].cpu_times()
             total = t.user + t.system + t.children_user + t.children_system - _UNCOUNTED_S[0]
         for c in procs[1:]:
             try:

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from ocrserve.bench.sampling import exclude_from_client
+from ocrserve.bench.sampling import exclude_from_client, reap_uncounted
 
 
 class Server:
@@ -31,7 +31,7 @@ class Server:
         threading.Thread(target=self._watch, daemon=True).start()
 
     def _watch(self) -> None:
-        while self.ready_s is None and self.proc.poll() is None:
+        while self.ready_s is None and reap_uncounted(self.proc) is None:
             if re.search(r"^ready", self.console(), re.M):
                 self.ready_s = time.monotonic() - self.t0
                 return
@@ -50,7 +50,7 @@ class Server:
                 if self.ready_s is None:
                     self.ready_s = time.monotonic() - self.t0
                 return
-            if self.proc.poll() is not None:
+            if reap_uncounted(self.proc) is not None:
                 tail = "\n".join(text.splitlines()[-15:])
                 raise RuntimeError(f"ocrserve serve exited with {self.proc.returncode}:\n{tail}")
             if time.monotonic() - self.t0 > timeout:
@@ -58,16 +58,16 @@ class Server:
             time.sleep(1)
 
     def stop(self, timeout: float = 60) -> Any:
-        code: Any = self.proc.poll()
+        code: Any = reap_uncounted(self.proc)
         if code is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGTERM)
-                code = self.proc.wait(timeout=timeout)
+                code = reap_uncounted(self.proc, timeout)
             except subprocess.TimeoutExpired:
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 code = "killed"
             except ProcessLookupError:
-                code = self.proc.poll()
+                code = reap_uncounted(self.proc)
         self.fh.close()
         return code
 

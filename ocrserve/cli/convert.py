@@ -98,9 +98,9 @@ def summary_line(summary: Any, output: str) -> str:
 def _ignore_late_signals() -> None:
     """The run is over and its summary printed: a Ctrl-C from now on is ignored. Python puts the default
     action back for its handled signals while it finalizes, so a late Ctrl-C would otherwise end the
-    process by SIGINT instead of exit code 130 (an ignored signal stays ignored)."""
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, signal.SIG_IGN)
+    process by SIGINT instead of exit code 130 (an ignored signal stays ignored). SIGTERM keeps the run's
+    handler: a supervisor can still end a shutdown that hangs."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def _run(inputs: list[str], options: Any, display: _Display) -> Any:

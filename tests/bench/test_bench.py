@@ -114,32 +114,40 @@ def test_stages_mode_reports_client_cpu_per_stage(tmp_path, standin):
 
 
 def test_client_cpu_leaves_out_a_server_the_bench_started():
-    """A child marked as a server (the stand-in, vLLM) is not the client: its CPU is not counted."""
+    """A child marked as a server (the stand-in, vLLM) is not the client: its CPU is not counted, while it
+    runs nor once it is reaped (reap_uncounted), where a reaped child's CPU joins this process's own."""
     import subprocess
     import sys
+
+    import psutil
 
     from ocrserve.bench import sampling
 
     burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0:\n    pass\nimport sys; sys.stdin.read()"
 
-    def measured(exclude: bool) -> float:
+    def measured(exclude: bool) -> tuple[float, float]:
         child = subprocess.Popen([sys.executable, "-c", burn], stdin=subprocess.PIPE)
         try:
             if exclude:
                 sampling.exclude_from_client(child.pid)
             c0 = sampling.client_cpu_s()
-            import psutil
-
-            while psutil.Process(child.pid).cpu_times().user + psutil.Process(child.pid).cpu_times().system < 1.0:
+            p = psutil.Process(child.pid)
+            while sum(p.cpu_times()[:2]) < 1.0:
                 pass  # wait until the child has burnt its second (this loop's own CPU is counted either way)
-            return sampling.client_cpu_s() - c0
+            live = sampling.client_cpu_s() - c0
+            child.stdin.close()
+            if exclude:
+                sampling.reap_uncounted(child, timeout=30)
+            else:
+                child.wait(timeout=30)
+            return live, sampling.client_cpu_s() - c0
         finally:
-            child.communicate(b"")
             sampling._NOT_CLIENT.discard(child.pid)
 
-    with_server = measured(False)
-    without = measured(True)
-    assert with_server - without > 0.5, (with_server, without)
+    with_live, with_reaped = measured(False)
+    without_live, without_reaped = measured(True)
+    assert with_live - without_live > 0.5, (with_live, without_live)
+    assert with_reaped - without_reaped > 0.5, (with_reaped, without_reaped)
 
 
 def test_the_measuring_tools_own_children_are_not_client_cpu(tmp_path):
@@ -154,3 +162,8 @@ def test_the_measuring_tools_own_children_are_not_client_cpu(tmp_path):
     assert sampling.run_uncounted([sys.executable, str(tool)]).strip() == "42"
     assert sampling._UNCOUNTED_S[0] - u0 >= 0.8
     assert sampling.client_cpu_s() - c0 < 0.5  # the tool's 0.8 s is not the client's
+    # a tool that hangs is killed at the timeout (TimeoutExpired, reaped); one that dies by a signal is not a timeout
+    with pytest.raises(subprocess.TimeoutExpired):
+        sampling.run_uncounted([sys.executable, "-c", "import time; print('x', flush=True); time.sleep(60)"], timeout=0.5)
+    assert sampling.run_uncounted([sys.executable, "-c", "import os, signal; print('y', flush=True); "
+                                   "os.kill(os.getpid(), signal.SIGKILL)"], timeout=30).strip() == "y"

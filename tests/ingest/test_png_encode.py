@@ -118,3 +118,27 @@ def test_without_isal_the_standard_zlib_writes_the_same_pixels(monkeypatch):
     slow = encode_png(img)
     assert _decoded(slow).tobytes() == _decoded(fast).tobytes() == img.tobytes()
     assert pngmod.decode_png(slow).tobytes() == img.tobytes()
+
+
+def test_a_png_claiming_a_huge_size_is_not_inflated_by_the_fast_path():
+    """A small stream whose header claims 30000 x 30000 pixels: the reader never inflates past what the
+    header allows (and leaves the decompression-bomb verdict to Pillow)."""
+    import zlib
+
+    import pytest
+    from PIL import Image
+
+    from ocrserve.png import _own_pixels, _png_chunk, decode_png
+
+    w = h = 30000
+    ihdr = w.to_bytes(4, "big") + h.to_bytes(4, "big") + bytes((8, 0, 0, 0, 0))
+    stream = zlib.compressobj(1)
+    idat = stream.compress(bytes(4 * 1024 * 1024)) + stream.flush()  # 4 MiB of zeros: far less than claimed
+    bomb = b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", ihdr) + _png_chunk(b"IDAT", idat) + _png_chunk(b"IEND", b"")
+    assert _own_pixels(bomb) is None
+    with pytest.raises((Image.DecompressionBombError, OSError, ValueError)):
+        decode_png(bomb)
+    small = 3000
+    ihdr2 = small.to_bytes(4, "big") + small.to_bytes(4, "big") + bytes((8, 0, 0, 0, 0))
+    short = b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", ihdr2) + _png_chunk(b"IDAT", idat) + _png_chunk(b"IEND", b"")
+    assert _own_pixels(short) is None  # the stream holds fewer bytes than the header says: left to Pillow
