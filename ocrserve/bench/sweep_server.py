@@ -72,14 +72,6 @@ class Server:
         return code
 
 
-def _log_tails(log_dir: Path, lines: int = 60) -> str:
-    parts = []
-    for f in sorted(log_dir.glob("*.log")):
-        text = f.read_text(errors="replace").splitlines()
-        parts.append(f"--- {f.name} (last {lines} of {len(text)} lines)\n" + "\n".join(text[-lines:]))
-    return "\n".join(parts)
-
-
 def log_tails(log_dir: Path, lines: int = 60) -> str:
     parts = []
     for f in sorted(log_dir.glob("*.log")):

@@ -242,6 +242,8 @@ class Converter:
             inputs = [inputs]
         t0 = time.perf_counter()
         # documents, and what could not be read (fails, named); names taken in the output folder are kept
+        if self.target is not None:
+            self.target.begin_run()
         sources = expand_sources(list(inputs), occupant=self.target.occupant if self.target is not None else None)
         await self.engine.preflight()  # a server down or a key refused fails the run at once
         self.emit("run_start", documents=len(sources))

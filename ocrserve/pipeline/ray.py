@@ -159,6 +159,7 @@ def run_ray_convert(
     if isinstance(inputs, (str, Path)):
         inputs = [inputs]
     target = OutputTarget(opts.output or "ocrserve-out", rayo.storage_options)
+    target.begin_run()
     sources = expand_sources(list(inputs), occupant=target.occupant)  # the local run's names, the same rule
     # what could not be read (dangling symlink, loop, unreadable folder) fails, named, with its reason
     problems = [DocResult(name=s.name, path=str(s.path), status="failed", error=s.reason)

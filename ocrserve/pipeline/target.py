@@ -17,7 +17,6 @@ import tempfile
 import uuid
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from ocrserve.document import Document
 from ocrserve.ingest.naming import Occupant
@@ -62,6 +61,7 @@ class OutputTarget:
         else:
             self.local = Path(self.target)
             self.root = str(self.local)
+        self._known: dict[str, Existing | None] | None = None  # load_existing's answers within one run
 
     def __str__(self) -> str:
         return self.target
@@ -84,8 +84,20 @@ class OutputTarget:
         else:
             self._fs.makedirs(self.root, exist_ok=True)
 
+    def begin_run(self) -> None:
+        """From now until the next run, each name's output is read once (naming, then planning, ask
+        again); a document this target writes is read afresh."""
+        self._known = {}
+
     def load_existing(self, name: str) -> Existing | None:
         """What a finished output already under this name says (output.Existing), or None."""
+        if self._known is None:
+            return self._load_existing(name)
+        if name not in self._known:
+            self._known[name] = self._load_existing(name)
+        return self._known[name]
+
+    def _load_existing(self, name: str) -> Existing | None:
         if self.local is not None:
             return load_existing(self.local, name)
         try:
@@ -128,6 +140,8 @@ class OutputTarget:
               password: str | None = None) -> str:
         """Write the document's files and its figure crops (relative path -> bytes; a local run's
         crops are already in its staging folder); returns where."""
+        if self._known is not None:
+            self._known.pop(name, None)
         if self.local is not None:
             staging = staging_dir(self.local, name, run_id)
             try:

@@ -12,17 +12,15 @@ import itertools
 import json
 import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.support.helpers import text_pdf
 from tests.fakes.standin import StandIn, standin  # noqa: F401
-from tests.api.test_api import KEYS, ApiProcess, api, free_port  # noqa: F401
-from tests.support.helpers import stop_process
+from tests.api.test_api import KEYS, ApiProcess, api  # noqa: F401
+from tests.support.helpers import start_chromium, stop_process
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -68,27 +66,9 @@ class CDP:
 @pytest.fixture
 def chromium(tmp_path):
     assert CHROMIUM, "chromium is not installed: apt-get install -y chromium"
-    port = free_port()
-    proc = subprocess.Popen(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-dev-shm-usage",
-         f"--user-data-dir={tmp_path / 'profile'}", f"--remote-debugging-port={port}",
-         "--remote-allow-origins=*", "--window-size=1400,1000", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )
+    proc, ws_url = start_chromium(CHROMIUM, tmp_path / "profile", "1400,1000", timeout=30)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                targets = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=2).json()
-                pages = [t for t in targets if t.get("type") == "page"]
-                if pages:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline and proc.poll() is None, "chromium did not start"
-            time.sleep(0.1)
-        cdp = CDP(pages[0]["webSocketDebuggerUrl"])
+        cdp = CDP(ws_url)
         yield cdp
         cdp.close()
     finally:

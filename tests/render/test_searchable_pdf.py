@@ -8,8 +8,6 @@ import io
 import json
 import re
 import shutil
-import socket
-import subprocess
 import time
 from pathlib import Path
 
@@ -24,7 +22,7 @@ from ocrserve.labels import FIGURE_LABELS
 from ocrserve.export.searchable_pdf import SearchablePdfError, layout_block, searchable_pdf
 
 from tests.support.helpers import text_pdf
-from tests.support.helpers import stop_process
+from tests.support.helpers import start_chromium, stop_process
 
 RAW = (
     '<div data-bbox="[100, 60, 700, 120]" data-label="Section-Header"><h2>Results of the survey</h2></div>'
@@ -238,30 +236,12 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 def _viewer_screenshot(pdf: Path, profile: Path, drawn) -> Image.Image:
     """Open the PDF in headless Chromium's viewer (DevTools protocol) and return the first
     screenshot for which drawn(image) holds (the last one after 90 s)."""
-    import httpx
     import websocket
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    proc = subprocess.Popen(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
-         "--disable-background-networking", "--disable-component-update", "--disable-dev-shm-usage",
-         f"--user-data-dir={profile}", f"--remote-debugging-port={port}", "--remote-allow-origins=*",
-         "--window-size=1000,800", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc, ws_url = start_chromium(CHROMIUM, profile, "1000,800")
     try:
         deadline = time.monotonic() + 90
-        while True:
-            try:
-                pages = [t for t in httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=2).json() if t["type"] == "page"]
-                if pages:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline and proc.poll() is None, "chromium did not start"
-            time.sleep(0.1)
-        ws = websocket.create_connection(pages[0]["webSocketDebuggerUrl"], timeout=30)
+        ws = websocket.create_connection(ws_url, timeout=30)
         ids = iter(range(1, 10**6))
 
         def call(method: str, **params):

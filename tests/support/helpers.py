@@ -81,3 +81,38 @@ def stop_process(proc) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=5)
+
+
+def start_chromium(chromium: str, profile: Path, window: str, timeout: float = 90):
+    """Headless Chromium with DevTools on a free port: (process, the first page's DevTools WebSocket URL).
+    The caller stops the process (stop_process)."""
+    import socket
+    import subprocess
+    import time
+
+    import httpx
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen(
+        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
+         "--disable-background-networking", "--disable-component-update", "--disable-dev-shm-usage",
+         f"--user-data-dir={profile}", f"--remote-debugging-port={port}", "--remote-allow-origins=*",
+         f"--window-size={window}", "about:blank"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                pages = [t for t in httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=2).json()
+                         if t.get("type") == "page"]
+                if pages:
+                    return proc, pages[0]["webSocketDebuggerUrl"]
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline and proc.poll() is None, "chromium did not start"
+            time.sleep(0.1)
+    except BaseException:
+        stop_process(proc)
+        raise
