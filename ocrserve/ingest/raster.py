@@ -10,7 +10,6 @@ decompression-bomb limit is refused before decoding.
 from __future__ import annotations
 
 import atexit
-import functools
 import hashlib
 import math
 import os
@@ -224,8 +223,6 @@ def open_source(path: str, password: str | None, max_image_pixels: int) -> Sourc
 
 def pdf_page_pixels(path: str, index: int, budget: Budget, password: str | None = None) -> tuple[np.ndarray, float, float]:
     """The page rendered straight to its target size, as (H, W, 3) RGB pixels, and its size in points."""
-    import pypdfium2 as pdfium
-
     doc = _pdf(path, password)
     try:
         page = doc[index]
@@ -236,10 +233,9 @@ def pdf_page_pixels(path: str, index: int, budget: Budget, password: str | None 
         if w <= 0 or h <= 0:
             raise DocumentError(f"page {index + 1} has no size")
         W, H = pdf_target(w, h, budget)
-        # a packed bitmap pdfium allocates: its default one is a ctypes buffer Python zero-fills first
-        # (~8 ms a page more); the array below keeps the buffer alive (pypdfium2 ties its release to it)
-        bitmap = page.render(scale=W / w, may_draw_forms=True, draw_annots=True, rev_byteorder=True,
-                             bitmap_maker=functools.partial(pdfium.PdfBitmap.new_foreign, force_packed=True))
+        # pypdfium2's default bitmap: a packed buffer Python allocates, kept alive by the array below (pdfium's
+        # own buffer renders no faster: bench/results/png-render-micro/)
+        bitmap = page.render(scale=W / w, may_draw_forms=True, draw_annots=True, rev_byteorder=True)
         a = bitmap.to_numpy()
         if a.ndim != 3 or a.shape[2] != 3:  # pdfium chose another format (a gray or alpha bitmap)
             a = np.asarray(bitmap.to_pil().convert("RGB"))
