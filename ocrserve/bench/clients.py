@@ -144,7 +144,9 @@ def _page_list(files: list[Path]) -> list[tuple[str, int]]:
 
 
 def run_plain(files: list[Path], server: str, profile: Profile, *, batch: int, max_tokens: int, ignore_eos: bool,
-              api_key: str | None) -> ModeResult:
+              api_key: str | None, max_pages: int | None = None) -> ModeResult:
+    """max_pages: only the corpus's first pages (the plain client's rate is one batch's at a time, the
+    same over 4 batches as over 40: the slow mode need not take the whole corpus)."""
     from ocrserve.engines.openai import normalize_base_url
     from ocrserve.parse import parse_output
 
@@ -152,7 +154,9 @@ def run_plain(files: list[Path], server: str, profile: Profile, *, batch: int, m
                                     "next batch after the whole batch")
     url = normalize_base_url(server) + "/chat/completions"
     model = _served_model(server, api_key)
-    pages = _page_list(files)
+    pages = _page_list(files)[:max_pages]
+    if max_pages is not None and max_pages < len(_page_list(files)):
+        res.notes += f"; the corpus's first {len(pages)} pages"
     cpu0 = client_cpu_s()
     t0 = time.perf_counter()
     with httpx.Client(timeout=3600, headers=_auth(api_key)) as client, ThreadPoolExecutor(batch) as ex:

@@ -94,6 +94,20 @@ async def _scrape(client: httpx.AsyncClient, roots: list[str]) -> dict[str, floa
     return total
 
 
+def full_load_rate(done_at: list[float], in_flight: int) -> float | None:
+    """Pages/s while the server held `in_flight` requests the whole time: between the first wave's
+    completion and the last wave's start (the `in_flight`-th completion to the `in_flight`-th from the
+    end; all pages start at once, so the first and last waves are ramp and drain). None unless the
+    run is long enough to have such a middle (at least 3 waves). The 10-90% steady rate can instead
+    fall into a burst of completions when the run is only two waves long."""
+    n, c = len(done_at), in_flight
+    if c < 1 or n < 3 * c:
+        return None
+    t = sorted(done_at)
+    a, b = t[c - 1], t[n - c - 1]
+    return round((n - 2 * c) / (b - a), 3) if b > a else None
+
+
 async def run_load(endpoints: list[str], bodies: list[bytes], *, concurrency: int, timeout_s: float = 1800) -> dict[str, Any]:
     """Send every body once, `concurrency` in flight per endpoint; pages/s, latencies and the server's stage times."""
     if not endpoints:
@@ -138,6 +152,7 @@ async def run_load(endpoints: list[str], bodies: list[bytes], *, concurrency: in
     if len(done_at) >= 10:
         a, b = done_at[len(done_at) // 10], done_at[(9 * len(done_at)) // 10]
         steady = round(0.8 * len(done_at) / (b - a), 3) if b > a else None
+    res["full_load_pages_per_s"] = full_load_rate(done_at, concurrency * len(endpoints))
     res.update(
         wall_s=round(wall, 2), pages_per_s=round(res["pages"] / wall, 3) if wall else None,
         steady_pages_per_s=steady,

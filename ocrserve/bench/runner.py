@@ -67,7 +67,7 @@ def run_bench(
     *, server: str, corpus: str | None = None, synthetic: int | None = None, modes: list[str] | None = None,
     model: str = "chandra-1", concurrency: int = 128, plain_batch: int = 28, max_tokens: int = 1024,
     ignore_eos: bool = True, api_key: str | None = None, stream_probe: int = 5, gpu_peak_tflops: float | None = None,
-    seed: int = 0, command: str | None = None, on_partial=None, stage_pages: int = 40,
+    seed: int = 0, command: str | None = None, on_partial=None, stage_pages: int = 40, plain_pages: int | None = None,
 ) -> dict[str, Any]:
     profile = load_profile(model)
     modes = modes or ["pipeline", "plain", "ceiling", "stages"]
@@ -101,7 +101,7 @@ def run_bench(
                                                  ignore_eos=ignore_eos, api_key=api_key, out_dir=work / "out"))
                 elif mode == "plain":
                     r = run_plain(files, server, profile, batch=plain_batch, max_tokens=max_tokens,
-                                  ignore_eos=ignore_eos, api_key=api_key)
+                                  ignore_eos=ignore_eos, api_key=api_key, max_pages=plain_pages)
                 elif mode == "ceiling":
                     if pngs is None:
                         pngs = asyncio.run(_prerender(files, profile))

@@ -38,9 +38,13 @@ class Sampler:
         self._thread.join(timeout=5)
 
     def _loop(self) -> None:
+        """Every interval: GPU memory, the server's queue, the client's memory. This thread's own CPU
+        (reading every process's smaps for PSS, parsing /metrics) is the measuring's, not the client's:
+        it is added to what client_cpu_s leaves out."""
         client = httpx.Client(timeout=2.0)
         try:
             while not self._stop.is_set():
+                t0 = time.thread_time()
                 if self._smi:
                     try:
                         out = run_uncounted([self._smi, "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
@@ -58,6 +62,8 @@ class Sampler:
                     except httpx.HTTPError:
                         pass
                 self.rss_mib.append(client_rss_mib())
+                with _LOCK:
+                    _UNCOUNTED_S[0] += time.thread_time() - t0
                 self._stop.wait(self.interval)
         finally:
             client.close()
@@ -141,7 +147,7 @@ def client_rss_mib() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-_UNCOUNTED_S = [0.0]  # CPU seconds of the measuring tools' own children (nvidia-smi), already reaped
+_UNCOUNTED_S = [0.0]  # CPU seconds of the measuring itself: its tools' children (nvidia-smi, reaped) and the sampler thread
 
 
 def run_uncounted(argv: list[str], timeout: float = 10) -> str:

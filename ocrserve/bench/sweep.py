@@ -71,6 +71,8 @@ class SweepConfig(BaseModel):
         default_factory=list, description="`ocrserve bench` modes run against this server, side by side")
     bench_pages: int = Field(200, ge=1, description="distinct synthetic PDF pages of the bench modes")
     stage_pages: int = Field(10, ge=1, description="pages of the one-at-a-time client CPU split (`stages`)")
+    plain_pages: int | None = Field(None, ge=1, description="the bench's plain mode on only the first N of bench_pages")
+    pages: int | None = Field(None, ge=1, description="pages of this configuration's load (default: the spec's)")
     note: str = ""
 
 
@@ -195,7 +197,8 @@ class Sweep:
         self.name, self.t0 = name, time.monotonic()
         self.report: dict[str, Any] = {"command": command or shlex.join(sys.argv), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
                                        "pages": spec.pages, "max_tokens": spec.max_tokens, "seed": spec.seed,
-                                       "corpus": f"{spec.pages} distinct standard pages (Letter at 192 dpi, 1632x2112 PNG)",
+                                       "corpus": f"{spec.pages} distinct standard pages (Letter at 192 dpi, 1632x2112 PNG; a configuration's "
+                                                 "`pages` overrides the count)",
                                        "overlap": self.overlap, "results": {}}
         self.env = {**os.environ}
         self.env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), self.env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
@@ -242,9 +245,10 @@ class Sweep:
         self.report["machine"] = machine_summary()
         plans = self.plan()
         todo = [c for c in self.spec.configs if "error" not in plans[c.name]]
-        profile_pngs = standard_pages(self.spec.pages + self.spec.prefill_pages, seed=self.spec.seed)
+        n_load = max([c.pages or self.spec.pages for c in todo if c.load] or [0])
+        profile_pngs = standard_pages(n_load + self.spec.prefill_pages, seed=self.spec.seed)
         self.report["corpus_bytes"] = sum(len(p) for p in profile_pngs)
-        pngs, prefill_pngs = profile_pngs[: self.spec.pages], profile_pngs[self.spec.pages:]
+        pngs, prefill_pngs = profile_pngs[:n_load], profile_pngs[n_load:]
         gpu = GpuMemory()
         gpu.start()
         running: list[tuple[SweepConfig, Server]] = []
@@ -312,7 +316,8 @@ class Sweep:
             res["measured_while_starting"] = others_starting
             gpu.reset_total()
             if cfg.load:
-                res["load"] = measure(endpoints, encode_bodies(pngs, profile, model, self.spec.max_tokens), conc)
+                load_pngs = pngs[: cfg.pages or self.spec.pages]
+                res["load"] = measure(endpoints, encode_bodies(load_pngs, profile, model, self.spec.max_tokens), conc)
                 res["total_gpu_peak_gib_during_load"] = round(gpu.reset_total() / 1024, 2)
             if cfg.prefill_probe and prefill_pngs:
                 res["prefill_only"] = measure(endpoints, encode_bodies(prefill_pngs, profile, model, 1), conc)

@@ -44,8 +44,8 @@ def table_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
         pre = r.get("prefill_only") or {}
         srv = load.get("server") or {}
         rows.append({
-            "config": name, "ok": r.get("ok"), "pages_per_s": load.get("pages_per_s"),
-            "steady_pages_per_s": load.get("steady_pages_per_s"), "p50_s": load.get("latency_p50_s"),
+            "config": name, "ok": r.get("ok"), "pages": load.get("pages"), "pages_per_s": load.get("pages_per_s"),
+            "steady_pages_per_s": load.get("steady_pages_per_s"), "full_load_pages_per_s": load.get("full_load_pages_per_s"), "p50_s": load.get("latency_p50_s"),
             "p95_s": load.get("latency_p95_s"), "prompt_tok_s": load.get("prompt_tokens_per_s"),
             "output_tok_s": load.get("output_tokens_per_s"), "peak_gpu_gib": r.get("peak_gpu_gib"),
             "planned_gib": (r.get("plan") or {}).get("planned_gib"), "startup_s": r.get("startup_s"),

@@ -93,6 +93,8 @@ def bench_config(cfg: Any, endpoint: str, concurrency: int, max_tokens: int) -> 
 
     return run_bench(server=endpoint, synthetic=cfg.bench_pages, modes=list(cfg.bench_modes), model=cfg.profile,
                      concurrency=concurrency, max_tokens=max_tokens, stream_probe=5, stage_pages=cfg.stage_pages,
+                     plain_pages=cfg.plain_pages,
                      command=f"ocrserve bench --server {endpoint} --synthetic {cfg.bench_pages} --modes "
                              f"{','.join(cfg.bench_modes)} --concurrency {concurrency} --max-tokens {max_tokens} "
-                             f"--model {cfg.profile} --stage-pages {cfg.stage_pages} (run by the sweep)")
+                             f"--model {cfg.profile} --stage-pages {cfg.stage_pages}"
+                             + (f" --plain-pages {cfg.plain_pages}" if cfg.plain_pages else "") + " (run by the sweep)")

@@ -29,6 +29,8 @@ def register(app: typer.Typer) -> None:
         gpu_peak_tflops: Optional[float] = typer.Option(None, "--gpu-peak-tflops", help="GPU bf16 dense peak for MFU"),
         seed: int = typer.Option(0, "--seed", help="synthetic corpus seed"),
         stage_pages: int = typer.Option(40, "--stage-pages", min=1, help="pages of the client CPU split (stages mode), one at a time"),
+        plain_pages: Optional[int] = typer.Option(None, "--plain-pages", min=1,
+                                                  help="the plain mode sends only the corpus's first N pages (it is the slow one)"),
         out: Path = typer.Option(Path("bench/results"), "--out", help="folder for the JSON and Markdown report"),
         name: Optional[str] = typer.Option(None, "--name", help="report name (default: bench-<timestamp>)"),
     ) -> None:
@@ -46,6 +48,7 @@ def register(app: typer.Typer) -> None:
                                concurrency=concurrency, plain_batch=plain_batch, max_tokens=max_tokens,
                                ignore_eos=ignore_eos, api_key=api_key or get_settings().api_key, stream_probe=stream_probe,
                                gpu_peak_tflops=gpu_peak_tflops, seed=seed, command=command, stage_pages=stage_pages,
+                               plain_pages=plain_pages,
                                on_partial=lambda rep: write_report(rep, out, name))
         except ValueError as e:
             typer.echo(f"error: {e}", err=True)

@@ -167,3 +167,25 @@ def test_the_measuring_tools_own_children_are_not_client_cpu(tmp_path):
         sampling.run_uncounted([sys.executable, "-c", "import time; print('x', flush=True); time.sleep(60)"], timeout=0.5)
     assert sampling.run_uncounted([sys.executable, "-c", "import os, signal; print('y', flush=True); "
                                    "os.kill(os.getpid(), signal.SIGKILL)"], timeout=30).strip() == "y"
+
+
+def test_the_samplers_own_cpu_is_not_client_cpu(monkeypatch):
+    """The sampler thread's work (PSS of every client process, /metrics) is the measuring's: a pipeline
+    waiting on a slow GPU server was charged ~20% of a core for it (client CPU grew with the run's length)."""
+    import time
+
+    from ocrserve.bench import sampling
+
+    def costly_rss() -> float:  # stands in for smaps_rollup of many processes
+        t = time.thread_time()
+        while time.thread_time() - t < 0.05:
+            pass
+        return 1.0
+
+    monkeypatch.setattr(sampling, "client_rss_mib", costly_rss)
+    c0, u0 = sampling.client_cpu_s(), sampling._UNCOUNTED_S[0]
+    with sampling.Sampler(None, interval=0.001) as s:
+        time.sleep(1.0)
+    spent = sampling._UNCOUNTED_S[0] - u0
+    assert len(s.rss_mib) >= 5 and spent >= 0.25, (len(s.rss_mib), spent)
+    assert sampling.client_cpu_s() - c0 < spent / 2, (sampling.client_cpu_s() - c0, spent)

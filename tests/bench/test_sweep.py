@@ -98,7 +98,7 @@ def test_sweep_runs_each_config_through_ocrserve_serve(tmp_path):
     """Two configurations, servers started by `ocrserve serve` with a stand-in vLLM, one load each, one table."""
     spec = _spec(tmp_path, {"pages": 6, "max_tokens": 16, "prefill_pages": 3, "defaults": {"concurrency": 3},
                             "configs": [{"name": "base", "prefill_probe": True},
-                                        {"name": "renderer", "vllm_args": ["--renderer-num-workers", "8"]},
+                                        {"name": "renderer", "pages": 4, "vllm_args": ["--renderer-num-workers", "8"]},
                                         {"name": "broken", "profile": "no-such-profile"}]})
     out = tmp_path / "out"
     p = _run(["--spec", str(spec), "--model", "chandra-1", "--gpu-memory-gib", "140", "--vllm-bin", STANDIN_VLLM,
@@ -107,11 +107,11 @@ def test_sweep_runs_each_config_through_ocrserve_serve(tmp_path):
     res = rep["results"]
     assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-2000:]  # the broken config fails the run, not the sweep
     assert "no-such-profile" in res["broken"]["plan"]["error"]
-    for name in ("base", "renderer"):
+    for name, pages in (("base", 6), ("renderer", 4)):  # a config's own `pages` overrides the spec's
         r = res[name]
         assert r["ok"], (name, r.get("error"), r.get("log_tail", "")[-1500:])
-        assert r["load"]["pages"] == 6 and r["load"]["failed"] == 0
-        assert r["load"]["completion_tokens"] == 6 * 16  # fixed output length
+        assert r["load"]["pages"] == pages and r["load"]["failed"] == 0
+        assert r["load"]["completion_tokens"] == pages * 16  # fixed output length
         assert r["load"]["pages_per_s"] > 0 and r["serve_exit_code"] is not None
     assert res["base"]["prefill_only"]["completion_tokens"] == 3  # max_tokens 1
     assert "--renderer-num-workers 8" in res["renderer"]["vllm_commands"][0]
@@ -131,7 +131,7 @@ def test_a_config_can_run_the_bench_modes_side_by_side(tmp_path):
     """`bench_modes`: pipeline, plain, ceiling and the client CPU split against the config's server (no
     pre-encoded load), the ratios in the JSON and a bench table in the Markdown."""
     spec = _spec(tmp_path, {"pages": 2, "max_tokens": 16, "defaults": {"concurrency": 4},
-                            "configs": [{"name": "bench", "load": False, "bench_pages": 4, "stage_pages": 2,
+                            "configs": [{"name": "bench", "load": False, "bench_pages": 4, "stage_pages": 2, "plain_pages": 2,
                                          "bench_modes": ["pipeline", "plain", "ceiling", "stages"]}]})
     out = tmp_path / "out"
     p = _run(["--spec", str(spec), "--model", "chandra-1", "--gpu-memory-gib", "140", "--vllm-bin", STANDIN_VLLM,
@@ -140,9 +140,23 @@ def test_a_config_can_run_the_bench_modes_side_by_side(tmp_path):
     assert p.returncode == 0 and r["ok"], (r.get("error"), p.stderr[-2000:])
     assert "load" not in r
     b = r["bench"]
-    assert {m: b["modes"][m]["pages"] for m in ("pipeline", "plain", "ceiling")} == {"pipeline": 4, "plain": 4, "ceiling": 4}
+    assert {m: b["modes"][m]["pages"] for m in ("pipeline", "plain", "ceiling")} == {"pipeline": 4, "plain": 2, "ceiling": 4}
+    assert "first 2 pages" in b["modes"]["plain"]["notes"]
     assert b["ratios"]["pipeline_vs_ceiling"] > 0 and b["ratios"]["pipeline_vs_plain"] > 0
     assert b["client_cpu_stages"]["pages"] == 2 and b["client_cpu_stages"]["total_mean_ms"] > 0
     md = (out / "sweep.md").read_text()
     row = next(ln for ln in md.splitlines() if ln.startswith("| bench | 4 |"))
     assert str(b["ratios"]["pipeline_vs_ceiling"]) in row
+
+
+def test_full_load_rate_leaves_out_the_first_and_last_wave():
+    """All pages start at once: the first wave completes in a burst, the last drains. The full-load rate is
+    taken between the c-th completion and the c-th from the end; too short a run has none."""
+    from ocrserve.bench.load import full_load_rate
+
+    c = 4
+    # a burst of 4 at 10 s, then one page every 0.5 s (2 pages/s) for 8 pages, then a drain of 4 spread out
+    done = [10.0] * 4 + [10.5 + 0.5 * i for i in range(8)] + [16, 20, 25, 31]
+    assert full_load_rate(done, c) == pytest.approx(2.0)
+    assert full_load_rate(done[:11], c) is None  # fewer than 3 waves
+    assert full_load_rate(list(reversed(done)), c) == pytest.approx(2.0)  # order of arrival does not matter
