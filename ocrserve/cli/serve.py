@@ -50,6 +50,8 @@ def register(app: typer.Typer) -> None:
         served_model_name: str = typer.Option("chandra", help="model name the server answers to"),
         load_format: Optional[str] = typer.Option(None, help="vLLM --load-format (dummy: random weights, for benchmarks)"),
         enforce_eager: bool = typer.Option(False, help="skip torch.compile and CUDA graphs (fast start, slower)"),
+        renderer_workers: int = typer.Option(8, min=0, help="vLLM API server threads preprocessing requests "
+                                             "(--renderer-num-workers, vLLM >= 0.26); 0 = vLLM's default (1)"),
         mm_cache_gb: float = typer.Option(1.0, help="vLLM multimodal processor cache (CPU RAM, GiB; retries hit it)"),
         prefix_caching: bool = typer.Option(True, help="vLLM prefix caching (a retried page skips its prefill)"),
         epd_encoders: int = typer.Option(1, help="with --parallel epd: GPUs running the vision tower"),
@@ -63,7 +65,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         from ocrserve.profiles import load_profile
         from ocrserve.settings import get_settings
-        from ocrserve.vllm.launch import ServeOptions, build_layout, model_ref
+        from ocrserve.vllm.launch import ServeOptions, build_layout, model_ref, renderer_workers_for
         from ocrserve.vllm.gpus import NoGPUError, detect_gpus
         from ocrserve.vllm.plan import ModelShape, plan_replica
         from ocrserve.vllm.supervise import ServeError, Supervisor
@@ -98,6 +100,9 @@ def register(app: typer.Typer) -> None:
             mem = min(by_index[i].memory_gib for i in gpu_ids)
         n = len(gpu_ids)
         share = 1.0 / n if parallel == "tp" else 1.0
+        workers, warning = renderer_workers_for(renderer_workers, _installed_vllm_version())
+        if warning:
+            typer.echo(f"note: {warning}", err=True)
         try:
             plan = plan_replica(prof, shape, mem, memory=memory, quantization=quantization, concurrency=concurrency,
                                 expected_output_tokens=output_tokens, max_num_batched_tokens=max_num_batched_tokens,
@@ -106,7 +111,8 @@ def register(app: typer.Typer) -> None:
                                 parallel=parallel, dp_backend=dp_backend, host=host, port=port,
                                 vllm_bin=vllm_bin or get_settings().vllm_bin,
                                 load_format=load_format, mm_processor_cache_gb=mm_cache_gb, prefix_caching=prefix_caching,
-                                enforce_eager=enforce_eager, epd_encoders=epd_encoders, extra_args=list(ctx.args))
+                                enforce_eager=enforce_eager, epd_encoders=epd_encoders, extra_args=list(ctx.args),
+                                renderer_workers=workers)
             layout = build_layout(opts, prof, plan)
         except ValueError as e:
             typer.echo(f"error: {e}", err=True)
@@ -187,3 +193,13 @@ def _start_api(port: int, host: str, endpoints: list[str], served_model: str, pr
     server.install_signal_handlers = lambda: None  # the supervisor owns SIGINT/SIGTERM
     threading.Thread(target=server.run, name="ocr-api", daemon=True).start()
     typer.echo(f"OCR API: http://{host}:{port}  (replicas: {shlex.join(endpoints)})")
+
+
+def _installed_vllm_version() -> str | None:
+    """The vLLM installed beside ocrserve, if any (an external --vllm-bin is not asked)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("vllm")
+    except metadata.PackageNotFoundError:
+        return None

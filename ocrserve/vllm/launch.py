@@ -14,7 +14,10 @@
 
 Flags for OCR pages: one image and no video a prompt, the image processor capped at the profile's
 pixel budget (so the profiler and the encoder cache size for 6,144-token pages, not 16,384), max
-model length from the page budget, batched tokens and sequences from the plan. Unknown flags pass
+model length from the page budget, batched tokens and sequences from the plan, and 8 API renderer
+threads (`--renderer-num-workers`: with vLLM's default of one, the API server's image preprocessing
+capped vision + prefill at 4.9 pages/s on an H200; with 8 the GPU's 6.8 shows, same memory:
+bench/results/gpu-h200/sweep-2026-12-03c). Unknown flags pass
 through after `--` and win over ours (the last occurrence of a flag is the one vLLM keeps).
 """
 
@@ -77,6 +80,8 @@ class ServeOptions(BaseModel):
     mm_processor_cache_gb: float = 1.0
     prefix_caching: bool = True
     enforce_eager: bool = False
+    renderer_workers: int = Field(8, ge=0, description="threads of vLLM's API server that turn a request into model "
+                                  "inputs (the image preprocessing); 0: leave vLLM's default (1)")
     epd_encoders: int = 1
     ec_connector: str = "ECExampleConnector"
     ec_storage: str = "/dev/shm/ocrserve-ec"
@@ -101,7 +106,26 @@ def _ocr_flags(opts: ServeOptions, profile: Profile, plan: ServePlan) -> list[st
         flags += ["--load-format", opts.load_format]
     if opts.enforce_eager:
         flags += ["--enforce-eager"]
+    if opts.renderer_workers:
+        flags += ["--renderer-num-workers", str(opts.renderer_workers)]
     return flags
+
+
+RENDERER_WORKERS_SINCE = (0, 26)  # the vLLM the flag was measured with (bench/results/gpu-h200/sweep-2026-12-03c)
+
+
+def renderer_workers_for(requested: int, vllm_version: str | None) -> tuple[int, str | None]:
+    """The renderer threads to ask for, and a warning when an older vLLM (installed here) makes it 0."""
+    if not requested or not vllm_version:
+        return requested, None
+    try:
+        have = tuple(int(x) for x in vllm_version.split(".")[:2])
+    except ValueError:
+        return requested, None
+    if have < RENDERER_WORKERS_SINCE:
+        return 0, (f"vLLM {vllm_version} is older than {'.'.join(map(str, RENDERER_WORKERS_SINCE))}: "
+                   "--renderer-num-workers left out (one API renderer thread: vision + prefill is capped lower)")
+    return requested, None
 
 
 def _vllm(opts: ServeOptions, port: int, flags: list[str]) -> list[str]:

@@ -97,7 +97,7 @@ def test_parse_plan_reads_what_serve_prints():
 def test_sweep_runs_each_config_through_ocrserve_serve(tmp_path):
     """Two configurations, servers started by `ocrserve serve` with a stand-in vLLM, one load each, one table."""
     spec = _spec(tmp_path, {"pages": 6, "max_tokens": 16, "prefill_pages": 3, "defaults": {"concurrency": 3},
-                            "configs": [{"name": "base", "prefill_probe": True},
+                            "configs": [{"name": "base", "prefill_probe": True, "serve_args": ["--renderer-workers", "0"]},
                                         {"name": "renderer", "pages": 4, "vllm_args": ["--renderer-num-workers", "8"]},
                                         {"name": "broken", "profile": "no-such-profile"}]})
     out = tmp_path / "out"

@@ -142,3 +142,21 @@ def test_a_png_claiming_a_huge_size_is_not_inflated_by_the_fast_path():
     ihdr2 = small.to_bytes(4, "big") + small.to_bytes(4, "big") + bytes((8, 0, 0, 0, 0))
     short = b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", ihdr2) + _png_chunk(b"IDAT", idat) + _png_chunk(b"IEND", b"")
     assert _own_pixels(short) is None  # the stream holds fewer bytes than the header says: left to Pillow
+
+
+def test_one_coloured_value_anywhere_keeps_the_page_rgb():
+    """The gray test compares neighbouring bytes: a single channel off by one, in any channel, row band
+    or column (the first and last included), makes the page RGB; equal neighbours across a pixel
+    boundary (B of one pixel, R of the next) do not."""
+    import numpy as np
+
+    from ocrserve.png import _is_gray
+
+    h, w = 300, 7
+    base = np.repeat(np.arange(h * w, dtype=np.uint8).reshape(h, w)[..., None], 3, axis=2)
+    assert _is_gray(base) and _is_gray(base[:, ::-1]) and _is_gray(base[::2])  # strided views too
+    for y, x, c in [(0, 0, 0), (0, 0, 2), (127, 6, 1), (128, 3, 2), (299, 6, 2), (299, 0, 0), (200, 4, 1)]:
+        a = base.copy()
+        a[y, x, c] ^= 1
+        assert not _is_gray(a), (y, x, c)
+        assert not _is_gray(np.ascontiguousarray(a[:, ::-1])), (y, x, c)

@@ -202,3 +202,27 @@ def test_epd_encoder_request_keeps_only_the_image():
     enc = encoder_request(body)
     assert enc["max_tokens"] == 1 and enc["stream"] is False
     assert enc["messages"][0]["content"] == [body["messages"][0]["content"][0]]
+
+
+def test_api_renderer_threads_by_default_and_on_request():
+    """8 API renderer threads by default (vLLM's one thread capped vision + prefill: sweep-2026-12-03c);
+    0 leaves the flag out; a flag after `--` still wins (it comes last)."""
+    layout, _ = _layout("dp", (0,))
+    assert _flag(layout.processes[0].argv, "--renderer-num-workers") == "8"
+    layout, _ = _layout("dp", (0,), renderer_workers=0)
+    assert "--renderer-num-workers" not in layout.processes[0].argv
+    layout, _ = _layout("epd", (0, 1))
+    assert all(_flag(p.argv, "--renderer-num-workers") == "8" for p in layout.processes if p.role != "proxy")
+    argv = _layout("dp", (0,), extra_args=["--renderer-num-workers", "2"])[0].processes[0].argv
+    assert argv[-2:] == ["--renderer-num-workers", "2"]
+
+
+def test_renderer_threads_left_out_for_an_older_vllm():
+    from ocrserve.vllm.launch import renderer_workers_for
+
+    assert renderer_workers_for(8, "0.26.0") == (8, None)
+    assert renderer_workers_for(8, "0.27.1rc2") == (8, None)
+    assert renderer_workers_for(8, None) == (8, None)  # not installed here (an external --vllm-bin): as asked
+    n, warning = renderer_workers_for(8, "0.11.2")
+    assert n == 0 and "0.11.2" in warning and "--renderer-num-workers" in warning
+    assert renderer_workers_for(0, "0.26.0") == (0, None)

@@ -323,3 +323,13 @@ def test_cli_serve_without_vllm_attaches_or_runs_the_given_executable(tmp_path: 
         if ext is not None:
             os.killpg(ext.pid, signal.SIGKILL)
             ext.wait()
+
+
+def test_cli_serve_dry_run_shows_the_renderer_threads(tmp_path: Path):
+    """`ocrserve serve` starts vLLM with 8 API renderer threads; --renderer-workers 0 leaves vLLM's default."""
+    env = _without_vllm(tmp_path)
+    r = subprocess.run(_serve(tmp_path, "--dry-run"), env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "--renderer-num-workers 8" in r.stdout, (r.stdout, r.stderr)
+    r = subprocess.run(_serve(tmp_path, "--dry-run", "--renderer-workers", "0"), env=env, cwd=ROOT, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and "vllm serve" in r.stdout and "--renderer-num-workers" not in r.stdout, r.stdout
