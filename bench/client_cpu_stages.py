@@ -4,6 +4,9 @@ the pipeline's total (`ocrserve bench` pipeline mode, render workers included) a
     python bench/client_cpu_stages.py --pages 48 --out bench/results/client-cpu-stages --name after
     python bench/client_cpu_stages.py --pages 48 --legacy-png --name before   # the PNG encoder before issue 19
 
+`--delay-s 20` makes the stand-in wait that long before each answer (a busy GPU server's latency):
+client CPU that grows with the run's length, not with its pages, shows there (`--modes pipeline`).
+
 `--legacy-png` puts back the page-image encoder of before (Pillow, RGB, compress_level 1) in this
 process and the render workers it forks, so both runs measure the same code otherwise.
 """
@@ -37,6 +40,8 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--max-tokens", type=int, default=1024)
     ap.add_argument("--legacy-png", action="store_true")
+    ap.add_argument("--delay-s", type=float, default=0.0, help="the stand-in's wait before each answer")
+    ap.add_argument("--modes", default="pipeline,stages")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/client-cpu-stages")
     ap.add_argument("--name", default="client-cpu-stages")
     a = ap.parse_args()
@@ -47,11 +52,12 @@ def main() -> None:
 
         raster.encode_png = _legacy_png
         raster.encode_pixels = lambda a: _legacy_png(Image.fromarray(a))
-    with start_standin() as s:
+    with start_standin(delay_s=a.delay_s) as s:
         exclude_from_client(s.proc.pid)  # the stand-in is our child, not the client
-        report = run_bench(server=s.url, synthetic=a.pages, modes=["pipeline", "stages"], concurrency=a.concurrency,
+        report = run_bench(server=s.url, synthetic=a.pages, modes=a.modes.split(","), concurrency=a.concurrency,
                            max_tokens=a.max_tokens, stream_probe=0,
                            command="python bench/client_cpu_stages.py " + shlex.join(sys.argv[1:]))
+    report["standin_delay_s"] = a.delay_s
     report["png_encoder"] = "legacy: Pillow RGB compress_level 1" if a.legacy_png else "ocrserve.ingest.raster.encode_png"
     jp, mp = write_report(report, a.out, a.name)
     print(mp.read_text())

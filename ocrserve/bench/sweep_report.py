@@ -62,7 +62,7 @@ def write_sweep(report: dict[str, Any], out: Path, name: str = "sweep") -> tuple
     out.mkdir(parents=True, exist_ok=True)
     jp, mp = out / f"{name}.json", out / f"{name}.md"
     jp.write_text(json.dumps(report, indent=1, default=str) + "\n")
-    cols = ["config", "pages_per_s", "steady_pages_per_s", "p50_s", "p95_s", "prompt_tok_s", "output_tok_s",
+    cols = ["config", "pages", "pages_per_s", "steady_pages_per_s", "full_load_pages_per_s", "p50_s", "p95_s", "prompt_tok_s", "output_tok_s",
             "peak_gpu_gib", "planned_gib", "startup_s", "prefill_only_pages_per_s", "server_prefill_s",
             "server_decode_s", "server_queue_s", "preemptions", "failed", "error"]
     lines = [f"# Serving sweep: {name}", "", f"- command: `{report['command']}`", f"- started: {report['started']}",

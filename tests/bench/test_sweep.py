@@ -124,7 +124,8 @@ def test_sweep_runs_each_config_through_ocrserve_serve(tmp_path):
         planned = res[n]["plan"]["planned_gib"] / res[n]["plan"]["gpu_gib"]
         assert share == pytest.approx(planned + 0.04, abs=0.006)
     md = (out / "sweep.md").read_text()
-    assert "| base |" in md and "| renderer |" in md and "vllm serve" in md
+    assert "| base | 6 |" in md and "| renderer | 4 |" in md and "vllm serve" in md
+    assert "| full_load_pages_per_s |" in md.replace("| steady_pages_per_s ", "")
 
 
 def test_a_config_can_run_the_bench_modes_side_by_side(tmp_path):
