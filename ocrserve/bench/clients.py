@@ -154,8 +154,9 @@ def run_plain(files: list[Path], server: str, profile: Profile, *, batch: int, m
                                     "next batch after the whole batch")
     url = normalize_base_url(server) + "/chat/completions"
     model = _served_model(server, api_key)
-    pages = _page_list(files)[:max_pages]
-    if max_pages is not None and max_pages < len(_page_list(files)):
+    pages = _page_list(files)
+    if max_pages is not None and max_pages < len(pages):
+        pages = pages[:max_pages]
         res.notes += f"; the corpus's first {len(pages)} pages"
     cpu0 = client_cpu_s()
     t0 = time.perf_counter()

@@ -152,10 +152,9 @@ async def run_load(endpoints: list[str], bodies: list[bytes], *, concurrency: in
     if len(done_at) >= 10:
         a, b = done_at[len(done_at) // 10], done_at[(9 * len(done_at)) // 10]
         steady = round(0.8 * len(done_at) / (b - a), 3) if b > a else None
-    res["full_load_pages_per_s"] = full_load_rate(done_at, concurrency * len(endpoints))
     res.update(
         wall_s=round(wall, 2), pages_per_s=round(res["pages"] / wall, 3) if wall else None,
-        steady_pages_per_s=steady,
+        steady_pages_per_s=steady, full_load_pages_per_s=full_load_rate(done_at, concurrency * len(endpoints)),
         prompt_tokens_per_s=round(res["prompt_tokens"] / wall, 1) if wall else None,
         output_tokens_per_s=round(res["completion_tokens"] / wall, 1) if wall else None,
         latency_p50_s=pct(lat, 50), latency_p95_s=pct(lat, 95), server=metrics_delta(before, after),

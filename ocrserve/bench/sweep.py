@@ -223,6 +223,9 @@ class Sweep:
         return plans
 
     # ------------------------------------------------------------------ running
+    def _load_pages(self, cfg: SweepConfig) -> int:
+        return cfg.pages or self.spec.pages
+
     def _elapsed(self) -> float:
         return time.monotonic() - self.t0
 
@@ -245,7 +248,7 @@ class Sweep:
         self.report["machine"] = machine_summary()
         plans = self.plan()
         todo = [c for c in self.spec.configs if "error" not in plans[c.name]]
-        n_load = max([c.pages or self.spec.pages for c in todo if c.load] or [0])
+        n_load = max([self._load_pages(c) for c in todo if c.load] or [0])
         profile_pngs = standard_pages(n_load + self.spec.prefill_pages, seed=self.spec.seed)
         self.report["corpus_bytes"] = sum(len(p) for p in profile_pngs)
         pngs, prefill_pngs = profile_pngs[:n_load], profile_pngs[n_load:]
@@ -268,8 +271,7 @@ class Sweep:
                 if not running:
                     break
                 cfg, srv = running.pop(0)
-                others = [c.name for c, s in running if s.ready_s is None]
-                self._measure(cfg, srv, pngs, prefill_pngs, gpu, others, measure)
+                self._measure(cfg, srv, pngs, prefill_pngs, gpu, running, measure)
                 self._write()
         finally:
             for cfg, srv in running:
@@ -303,7 +305,7 @@ class Sweep:
         return srv
 
     def _measure(self, cfg: SweepConfig, srv: Server, pngs: list[bytes], prefill_pngs: list[bytes], gpu: GpuMemory,
-                 others_starting: list[str], measure) -> None:
+                 others: list[tuple[SweepConfig, Server]], measure) -> None:
         res = self.report["results"][cfg.name]
         measure = measure or (lambda endpoints, bodies, conc: asyncio.run(run_load(endpoints, bodies, concurrency=conc)))
         try:
@@ -313,10 +315,11 @@ class Sweep:
             model = served_model(endpoints[0])
             profile = load_profile(cfg.profile)
             conc = cfg.client_concurrency or cfg.concurrency
-            res["measured_while_starting"] = others_starting
+            # once this one is ready: the servers still starting beside its measurement
+            res["measured_while_starting"] = [c.name for c, s in others if s.ready_s is None]
             gpu.reset_total()
             if cfg.load:
-                load_pngs = pngs[: cfg.pages or self.spec.pages]
+                load_pngs = pngs[: self._load_pages(cfg)]
                 res["load"] = measure(endpoints, encode_bodies(load_pngs, profile, model, self.spec.max_tokens), conc)
                 res["total_gpu_peak_gib_during_load"] = round(gpu.reset_total() / 1024, 2)
             if cfg.prefill_probe and prefill_pngs:

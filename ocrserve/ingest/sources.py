@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
-from ocrserve.ingest.naming import OccupantOf, assign_names, path_hash  # noqa: F401 - path_hash: its old home
+from ocrserve.ingest.naming import OccupantOf, assign_names
 from ocrserve.ingest.sniff import DOC_EXTENSIONS, sniff_file
 
 log = logging.getLogger(__name__)
