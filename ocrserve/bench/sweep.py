@@ -181,7 +181,52 @@ def resolve_model(cfg: SweepConfig, default: str | None, work: Path) -> str:
     for f in TOKENIZER_FILES:
         if (tok / f).is_file() and not (dest / f).exists():
             shutil.copy2(tok / f, dest / f)
+    renumber_added_tokens(dest)
     return str(dest)
+
+
+def renumber_added_tokens(folder: Path) -> int:
+    """Give a borrowed tokenizer.json's special tokens the ids the folder's own tokenizer_config.json names.
+
+    A configs-only shape folder (Chandra 2: Qwen3.5, `<|image_pad|>` 248056) borrows another model's BPE
+    vocabulary (Qwen2's: 151,643 entries); its config.json names its own special ids, so the tokenizer must
+    produce those. The tokenizers library numbers added tokens from the end of the BPE vocabulary on, in the
+    order listed, whatever ids the file states; so the vocabulary is padded up to the first named id with
+    entries no merge produces, and the added tokens are listed in the order of their new ids. Tokens are
+    matched by content; the BPE ids stay. Returns how many added tokens changed id.
+    """
+    cfg_path, tok_path = folder / "tokenizer_config.json", folder / "tokenizer.json"
+    if not cfg_path.is_file() or not tok_path.is_file():
+        return 0
+    decoder = json.loads(cfg_path.read_text()).get("added_tokens_decoder") or {}
+    wanted = {entry["content"]: int(token_id) for token_id, entry in decoder.items()}
+    if not wanted:
+        return 0
+    tok = json.loads(tok_path.read_text())
+    vocab = tok.get("model", {}).get("vocab")
+    if not isinstance(vocab, dict):
+        raise ValueError(f"{tok_path}: only a BPE tokenizer.json can be renumbered")
+    base, ids = min(wanted.values()), sorted(wanted.values())
+    if ids != list(range(base, base + len(ids))):
+        raise ValueError(f"{cfg_path}: the special token ids must be one contiguous run, got {ids[0]}..{ids[-1]} with gaps")
+    if base < len(vocab):
+        raise ValueError(f"{cfg_path}: special token id {base} is inside the borrowed vocabulary of {len(vocab)} in {tok_path}")
+    start = len(vocab)
+    for i in range(start, base):  # unreachable: no merge builds '<|vocab_pad_N|>'
+        vocab[f"<|vocab_pad_{i}|>"] = i
+    borrowed = {a["content"]: a for a in tok.get("added_tokens", [])}
+    changed, added = 0, []
+    for content, token_id in sorted(wanted.items(), key=lambda kv: kv[1]):
+        entry = borrowed.pop(content, None) or {"content": content, "single_word": False, "lstrip": False,
+                                                 "rstrip": False, "normalized": False, "special": True}
+        changed += entry.get("id") != token_id
+        added.append({**entry, "id": token_id})
+    for entry in borrowed.values():  # the borrowed tokenizer's others follow
+        added.append({**entry, "id": base + len(added)})
+        changed += 1
+    tok["added_tokens"] = added
+    tok_path.write_text(json.dumps(tok, ensure_ascii=False))
+    return changed
 
 
 class Sweep:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ocrserve.bench.load import metrics_delta, parse_metrics
-from ocrserve.bench.sweep import SweepConfig, load_spec, parse_plan, scaling_configs, serve_argv
+from ocrserve.bench.sweep import SweepConfig, load_spec, parse_plan, resolve_model, scaling_configs, serve_argv
 
 ROOT = Path(__file__).resolve().parents[2]
 STANDIN_VLLM = f"{sys.executable} -m tests.fakes.standin_vllm"
@@ -161,3 +161,53 @@ def test_full_load_rate_leaves_out_the_first_and_last_wave():
     assert full_load_rate(done, c) == pytest.approx(2.0)
     assert full_load_rate(done[:11], c) is None  # fewer than 3 waves
     assert full_load_rate(list(reversed(done)), c) == pytest.approx(2.0)  # order of arrival does not matter
+
+
+def _borrowed_tokenizer(folder: Path) -> None:
+    """A small BPE tokenizer with its special tokens right after its vocabulary (as Qwen2's are)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.BPE(vocab={"a": 0, "b": 1, "ab": 2}, merges=[("a", "b")]))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.add_special_tokens(["<|endoftext|>", "<|im_end|>", "<|image_pad|>"])
+    folder.mkdir()
+    tok.save(str(folder / "tokenizer.json"))
+
+
+def _shape_folder(folder: Path, special: dict[int, str]) -> None:
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "qwen3_5"}))
+    (folder / "tokenizer_config.json").write_text(json.dumps(
+        {"added_tokens_decoder": {str(i): {"content": c, "special": True} for i, c in special.items()}}))
+
+
+def test_a_borrowed_tokenizer_produces_the_model_folders_own_special_ids(tmp_path):
+    from tokenizers import Tokenizer
+
+    _borrowed_tokenizer(tmp_path / "qwen2")
+    assert Tokenizer.from_file(str(tmp_path / "qwen2/tokenizer.json")).token_to_id("<|image_pad|>") == 5
+    _shape_folder(tmp_path / "shape", {100: "<|endoftext|>", 101: "<|im_end|>", 102: "<|image_pad|>", 103: "<|new|>"})
+    cfg = SweepConfig(name="c2", model=str(tmp_path / "shape"), tokenizer_from=str(tmp_path / "qwen2"))
+    dest = Path(resolve_model(cfg, None, tmp_path / "work"))
+    tok = Tokenizer.from_file(str(dest / "tokenizer.json"))
+    assert [tok.token_to_id(t) for t in ("<|endoftext|>", "<|im_end|>", "<|image_pad|>", "<|new|>")] == [100, 101, 102, 103]
+    assert tok.encode("ab b <|image_pad|><|im_end|>").ids == [2, 1, 102, 101]  # the vocabulary's ids stay
+    assert tok.get_vocab_size() == 104
+    assert tok.decode([2, 102], skip_special_tokens=True) == "ab"
+    # the padding up to the first special id is never produced from text
+    assert not [i for i in tok.encode("a <|vocab_pad_7|> b <|vocab_pad_99|>").ids if 3 <= i < 100]
+    # the borrowed folder is left as it was
+    assert Tokenizer.from_file(str(tmp_path / "qwen2/tokenizer.json")).token_to_id("<|image_pad|>") == 5
+
+
+@pytest.mark.parametrize("special, error", [
+    ({1: "<|endoftext|>", 2: "<|im_end|>"}, "inside the borrowed vocabulary"),
+    ({100: "<|endoftext|>", 102: "<|im_end|>"}, "one contiguous run"),
+])
+def test_special_ids_a_borrowed_tokenizer_cannot_take_are_named(tmp_path, special, error):
+    _borrowed_tokenizer(tmp_path / "qwen2")
+    _shape_folder(tmp_path / "shape", special)
+    cfg = SweepConfig(name="c2", model=str(tmp_path / "shape"), tokenizer_from=str(tmp_path / "qwen2"))
+    with pytest.raises(ValueError, match=error) as e:
+        resolve_model(cfg, None, tmp_path / "work")
+    assert "tokenizer_config.json" in str(e.value)

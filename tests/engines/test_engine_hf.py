@@ -21,6 +21,7 @@ transformers = pytest.importorskip("transformers")
 from PIL import Image, ImageDraw  # noqa: E402
 from transformers import LogitsProcessor, LogitsProcessorList  # noqa: E402
 
+from ocrserve.bench.sweep import renumber_added_tokens  # noqa: E402
 from ocrserve.engines import EngineError, PageInput, create_engine  # noqa: E402
 from ocrserve.engines.hf import HFEngine, resolve_checkpoint, resolve_device  # noqa: E402
 from ocrserve.parse import parse_output  # noqa: E402
@@ -462,31 +463,49 @@ def test_convert_cli_compile_option_reaches_the_engine(tiny_model_dir, tmp_path,
 @pytest.fixture(scope="module")
 def tiny_qwen35_dir(tiny_model_dir, tmp_path_factory) -> Path:
     """Chandra 2's architecture (Qwen3.5: linear-attention and full-attention layers, its vision tower),
-    tiny and random, with the Qwen tokenizer and processor files of the Chandra 1 folder (the Qwen3.5
-    tokenizer is not in reach here: the config's special token ids are set to this tokenizer's)."""
+    tiny and random, with Chandra 2's special token ids and vocabulary size. The Qwen3.5 tokenizer is not in
+    reach here: the Qwen2 BPE of the Chandra 1 folder is renumbered to the ids of bench/models/chandra2-shape,
+    as the serving sweep does for that folder."""
     if not hasattr(transformers, "Qwen3_5ForConditionalGeneration"):
         pytest.fail(f"transformers {transformers.__version__} has no Qwen3.5 (Chandra 2) model")
     out = tmp_path_factory.mktemp("tiny-qwen35")
-    for f in tiny_model_dir.iterdir():
-        if f.name in QWEN_FILES + ["preprocessor_config.json"]:
-            shutil.copy(f, out / f.name)
-    tok = transformers.AutoTokenizer.from_pretrained(out)
-    ids = {k: tok.convert_tokens_to_ids(f"<|{k}|>") for k in ("image_pad", "video_pad", "vision_start", "vision_end")}
+    shape = REPO / "bench/models/chandra2-shape"
+    shutil.copy(tiny_model_dir / "tokenizer.json", out / "tokenizer.json")
+    shutil.copy(tiny_model_dir / "preprocessor_config.json", out / "preprocessor_config.json")
+    for name in ("tokenizer_config.json", "generation_config.json", "chat_template.json"):
+        shutil.copy(shape / name, out / name)
+    assert renumber_added_tokens(out) > 0
+    real = json.loads((shape / "config.json").read_text())
+    ids = {k: real[k] for k in ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")}
     cfg = transformers.Qwen3_5Config(
-        text_config=dict(vocab_size=151936, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, linear_key_head_dim=16,
-                         linear_value_head_dim=16, linear_num_key_heads=2, linear_num_value_heads=4,
-                         layer_types=["linear_attention", "full_attention"],
+        text_config=dict(vocab_size=real["text_config"]["vocab_size"], hidden_size=64, intermediate_size=128,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                         linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2,
+                         linear_num_value_heads=4, layer_types=["linear_attention", "full_attention"],
                          rope_parameters={"rope_theta": 10000.0, "partial_rotary_factor": 0.25, "rope_type": "default",
                                           "mrope_section": [1, 1, 0], "mrope_interleaved": True}),
         vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
                            num_position_embeddings=64),
-        image_token_id=ids["image_pad"], video_token_id=ids["video_pad"],
-        vision_start_token_id=ids["vision_start"], vision_end_token_id=ids["vision_end"],
+        **ids,
     )
     torch.manual_seed(0)
     transformers.Qwen3_5ForConditionalGeneration(cfg).save_pretrained(out)
     return out
+
+
+def test_the_chandra2_shape_tokenizer_speaks_chandra2s_ids(tiny_qwen35_dir, tiny_model_dir):
+    tok = transformers.AutoTokenizer.from_pretrained(tiny_qwen35_dir)
+    real = json.loads((REPO / "bench/models/chandra2-shape/config.json").read_text())
+    gen = json.loads((REPO / "bench/models/chandra2-shape/generation_config.json").read_text())
+    assert tok.convert_tokens_to_ids("<|image_pad|>") == real["image_token_id"] == 248056
+    assert tok.convert_tokens_to_ids(["<|vision_start|>", "<|vision_end|>"]) == [real["vision_start_token_id"],
+                                                                                 real["vision_end_token_id"]]
+    assert tok.convert_ids_to_tokens(gen["eos_token_id"]) == ["<|im_end|>", "<|endoftext|>"]
+    assert tok.eos_token_id == gen["eos_token_id"][0] and len(tok) <= real["text_config"]["vocab_size"]
+    # the words of the prompt are Qwen2's BPE, unchanged
+    qwen2 = transformers.AutoTokenizer.from_pretrained(tiny_model_dir)
+    text = "OCR this image to HTML, arranged as layout blocks."
+    assert tok(text)["input_ids"] == qwen2(text)["input_ids"]
 
 
 @pytest.mark.parametrize("arch", ["chandra-1 / qwen3_vl", "chandra-2 / qwen3_5"])
