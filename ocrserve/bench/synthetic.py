@@ -122,7 +122,7 @@ def _make_reportlab(path: Path, pages: int, seed: int) -> Path:
 
 
 def _make_pillow(path: Path, pages: int, seed: int, dpi: int = 150) -> Path:
-    from PIL import Image, ImageDraw, ImageFont
+    from PIL import Image, ImageDraw
 
     def font(size: int):
         return _font(size)
@@ -156,7 +156,7 @@ def standard_page_png(seed: int, size: tuple[int, int] = STANDARD_PAGE) -> bytes
     """One distinct Letter page drawn at `size` pixels, as PNG bytes (lossless: what the model sees is fixed)."""
     import io
 
-    from PIL import Image, ImageDraw, ImageFont
+    from PIL import Image, ImageDraw
 
     w_px, h_px = size
     k = w_px / 612
