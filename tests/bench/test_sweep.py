@@ -207,7 +207,7 @@ def test_a_borrowed_tokenizer_produces_the_model_folders_own_special_ids(tmp_pat
 
 
 def test_a_borrowed_tokenizer_that_has_the_ids_already_is_left_alone(tmp_path):
-    from ocrserve.bench.sweep import renumber_added_tokens
+    from ocrserve.bench.shape_tokenizer import renumber_added_tokens
 
     _borrowed_tokenizer(tmp_path / "qwen2")
     before = (tmp_path / "qwen2/tokenizer.json").read_text()

@@ -21,7 +21,7 @@ transformers = pytest.importorskip("transformers")
 from PIL import Image, ImageDraw  # noqa: E402
 from transformers import LogitsProcessor, LogitsProcessorList  # noqa: E402
 
-from ocrserve.bench.sweep import renumber_added_tokens  # noqa: E402
+from ocrserve.bench.shape_tokenizer import renumber_added_tokens  # noqa: E402
 from ocrserve.engines import EngineError, PageInput, create_engine  # noqa: E402
 from ocrserve.engines.hf import HFEngine, resolve_checkpoint, resolve_device  # noqa: E402
 from ocrserve.parse import parse_output  # noqa: E402
