@@ -43,7 +43,8 @@ def renumber_added_tokens(folder: Path) -> int:
     if not cfg_path.is_file() or not tok_path.is_file():
         return 0
     decoder = json.loads(cfg_path.read_text()).get("added_tokens_decoder") or {}
-    wanted = {entry["content"]: int(token_id) for token_id, entry in decoder.items()}
+    named = {entry["content"]: (int(token_id), entry) for token_id, entry in decoder.items()}
+    wanted = {content: token_id for content, (token_id, _) in named.items()}
     if not wanted:
         return 0
     if len(wanted) != len(decoder):
@@ -51,8 +52,13 @@ def renumber_added_tokens(folder: Path) -> int:
     tok = json.loads(tok_path.read_text())
     borrowed = {a["content"]: a for a in tok.get("added_tokens", [])}
     vocab = tok.get("model", {}).get("vocab")
-    has = {**(vocab if isinstance(vocab, dict) else {}), **{c: a["id"] for c, a in borrowed.items()}}
-    if all(has.get(content) == token_id for content, token_id in wanted.items()):
+
+    def current_id(content: str) -> int | None:
+        if content in borrowed:
+            return borrowed[content]["id"]
+        return vocab.get(content) if isinstance(vocab, dict) else None
+
+    if all(current_id(content) == token_id for content, token_id in wanted.items()):
         return 0  # the borrowed tokenizer speaks these ids already
     if not isinstance(vocab, dict):
         raise ValueError(f"{tok_path}: only a BPE tokenizer.json can be renumbered")
@@ -73,7 +79,7 @@ def renumber_added_tokens(folder: Path) -> int:
     for content, token_id in sorted(wanted.items(), key=lambda kv: kv[1]):
         entry = borrowed.pop(content, None) or {"content": content, "single_word": False, "lstrip": False,
                                                  "rstrip": False, "normalized": False, "special": True}
-        flags = {k: decoder[str(token_id)][k] for k in _TOKEN_FLAGS if k in decoder[str(token_id)]}
+        flags = {k: named[content][1][k] for k in _TOKEN_FLAGS if k in named[content][1]}
         changed += entry.get("id") != token_id
         added.append({**entry, **flags, "id": token_id})
     for entry in borrowed.values():  # the borrowed tokenizer's others follow
