@@ -3,7 +3,11 @@
 Headings from Section-Header and h1-h5; lists; GitHub tables when a table has no spans, HTML when it
 does; `<math>` as `$...$` / `$$...$$` with the LaTeX untouched (a bare `$` inside it escaped so the
 formula does not end early); a literal `$` in text escaped; checkboxes as `[x]` / `[ ]` everywhere;
-figures as `![alt](images/...)`; page headers and footers left out by default.
+figures as `![alt](images/...)`; page headers and footers left out by default; `<br>` in text as a
+hard line break (two trailing spaces), in a GitHub table cell as `<br>`. Text is escaped so that it
+stays the text the model wrote (md_escape): no emphasis, strikethrough, heading, list, quote or rule
+the model did not write; text runs are marked where they may begin a line, and the marks resolved
+once the lines of a list item or a block are known (resolve_lines). docs/markdown.md has the rules.
 
 The converter recurses over the DOM; the parser flattens markup deeper than
 sanitize.MAX_DEPTH, and a RecursionError (only possible for hand-made trees) degrades the block to
@@ -19,7 +23,10 @@ from typing import TYPE_CHECKING
 
 from selectolax.lexbor import LexborNode
 
-from ocrserve.render.md_escape import code_block, escape_text, md_latex, md_url
+from ocrserve.render.md_escape import (HARD_BREAK, LINE_START, code_block, escape_line_start, escape_text, md_latex,
+                                       md_url, resolve_lines)
+from ocrserve.render.md_nodes import WS as _WS, checkbox as _checkbox, children as _children, node_text  # noqa: F401
+from ocrserve.render.md_nodes import oneline as _oneline
 from ocrserve.sanitize import MATH_REF, MathStore, prepare_fragment, safe_url
 from ocrserve.labels import BLOCK_TAGS, FIGURE_LABELS, HEADER_FOOTER, RENDER_ATTRS, RENDER_TAGS  # noqa: F401
 
@@ -28,23 +35,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_WS = re.compile(r"[ \t\r\n\f\v]+")
 __all__ = ["block_markdown", "render_markdown", "escape_text", "md_latex", "node_text"]
-
-
-def _children(node: LexborNode):
-    c = node.child
-    while c is not None:
-        yield c
-        c = c.next
-
-
-def _checkbox(node: LexborNode) -> str | None:
-    kind = (node.attributes.get("type") or "checkbox").lower()
-    if kind not in ("checkbox", "radio"):
-        value = node.attributes.get("value")
-        return value if value else None
-    return "[x]" if "checked" in node.attributes else "[ ]"
 
 
 def _math_md(store: MathStore, ref: int | str, force_display: bool = False) -> str:
@@ -82,7 +73,7 @@ class _MD:
                     out.append(" ")  # `$a$$b$` would read as display math
                 out.append(m)
             else:
-                out.append(escape_text(part))
+                out.append(_lead(escape_text(part)))
         return "".join(out)
 
     def emphasis(self, mark: str, node: LexborNode) -> str:
@@ -104,12 +95,12 @@ class _MD:
         if tag.startswith("-") or not node.is_element_node:
             return ""
         if tag in ("h1", "h2", "h3", "h4", "h5", "h6"):
-            inner = _oneline(self.inline(node))
+            inner = _heading_text(self.inline(node))
             return f"\n\n{'#' * int(tag[1])} {inner}\n\n" if inner else ""
         if tag in ("p", "div", "caption"):
             return f"\n\n{self.inline(node).strip()}\n\n"
-        if tag == "br":
-            return "\n"
+        if tag == "br":  # a hard break in text (resolve_lines), a newline in code
+            return "\n" if self.in_code else HARD_BREAK + "\n"
         if tag == "hr":
             return "\n\n---\n\n"
         if tag in ("b", "strong"):
@@ -140,13 +131,13 @@ class _MD:
             return inner
         if tag == "input":
             box = _checkbox(node)
-            return (escape_text(box) if box and not box.startswith("[") else (box or "")) + " "
+            return (_lead(escape_text(box)) if box and not box.startswith("[") else (box or "")) + " "
         if tag == "img":
             alt = _alt(node, self.store)
             if self.figure and not self.in_code:
                 fig, self.figure = self.figure, None  # only the first image links the crop
                 return f"![{escape_text(alt)}]({md_url(fig)})"
-            return escape_text(alt)
+            return _lead(escape_text(alt))
         if tag in ("ul", "ol"):
             return self.list(node, ordered=tag == "ol")
         if tag == "li":
@@ -157,7 +148,7 @@ class _MD:
 
     def list_item(self, marker: str, li: LexborNode) -> str:
         body = _squeeze(self.inline(li)).strip()
-        body = re.sub(r"\n{2,}", "\n", body)
+        body = resolve_lines(re.sub(r"\n{2,}", "\n", body), breaks=False)  # the item's lines are known now
         pad = " " * len(marker)
         lines = body.split("\n") if body else [""]
         return marker + lines[0] + "".join("\n" + (pad + ln if ln.strip() else "") for ln in lines[1:])
@@ -178,7 +169,7 @@ class _MD:
             else:
                 t = _squeeze(self.conv(c)).strip()
                 if t:
-                    items.append(("- " if not ordered else f"{n}. ") + re.sub(r"\n+", " ", t))
+                    items.append(("- " if not ordered else f"{n}. ") + resolve_lines(re.sub(r"\n+", " ", t)))
                     n += 1
         return "\n\n" + "\n".join(items) + "\n\n"
 
@@ -274,12 +265,23 @@ def _wrap(mark: str, inner: str) -> str:
     return f"{lead}{mark}{s}{mark}{trail}"
 
 
-def _oneline(s: str) -> str:
-    return _WS.sub(" ", s).strip()
+def _lead(s: str) -> str:
+    """Text marked where it may begin a line (resolve_lines escapes it there, once lines are known)."""
+    body = s.lstrip(" ")
+    return s[: len(s) - len(body)] + LINE_START + body if body else s
+
+
+def _heading_text(s: str) -> str:
+    """Heading content on one line (inline: `2. Methods` is no list there), without a leading `#` that
+    would deepen the heading or a trailing one that would read as its closing sequence (Python-Markdown
+    takes `## # x` for an h3 and drops trailing `#`s even without a space before them)."""
+    s = _oneline(s.replace(HARD_BREAK, " ")).replace(LINE_START, "")
+    s = "\\" + s if s.startswith("#") else s  # inline content: only `#` would change the heading
+    return re.sub(r"(?<!\\)((?:\\\\)*)#$", r"\1\\#", s)
 
 
 def _cell(s: str) -> str:
-    s = _squeeze(s).strip()
+    s = _squeeze(s.replace(HARD_BREAK, "").replace(LINE_START, "")).strip()
     s = re.sub(r"\n+", "<br>", s)
     return s.replace("|", r"\|")
 
@@ -292,40 +294,9 @@ def _squeeze(s: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", s)
 
 
-def node_text(node: LexborNode, store: MathStore) -> str:
-    """Plain text of a block: words, LaTeX of its math, [x]/[ ] for checkboxes, alt text of images."""
-    parts: list[str] = []
-    # iterative walk: (node, closing) where closing marks the end of a block element
-    stack: list[tuple[LexborNode | None, str]] = [(c, "") for c in reversed(list(_children(node)))]
-    while stack:
-        n, closing = stack.pop()
-        if n is None:
-            parts.append(closing)
-            continue
-        tag = (n.tag or "").lower()
-        if tag == "-text":
-            parts.append(MATH_REF.sub(lambda m: " " + ((store.get(int(m.group(1))) or ("", False))[0]) + " ",
-                                      n.text_content or ""))
-            continue
-        if not n.is_element_node or tag.startswith("-"):
-            continue
-        if tag == "input":
-            parts.append(" " + (_checkbox(n) or "") + " ")
-            continue
-        if tag == "img":
-            parts.append(" " + store.latex(n.attributes.get("alt") or "") + " ")
-            continue
-        if tag in BLOCK_TAGS or tag in ("br", "td", "th"):
-            parts.append("\n")
-        if tag in BLOCK_TAGS or tag in ("td", "th"):
-            stack.append((None, "\n"))
-        stack.extend((c, "") for c in reversed(list(_children(n))))
-    text = "".join(parts)
-    return "\n".join(_oneline(ln) for ln in text.split("\n") if ln.strip())
-
-
 def _plain_markdown(node: LexborNode, store: MathStore) -> str:
-    return "\n\n".join(escape_text(line) for line in node_text(node, store).split("\n") if line.strip())
+    lines = node_text(node, store).split("\n")
+    return "\n\n".join(escape_line_start(escape_text(line)) for line in lines if line.strip())
 
 
 def block_markdown(block: "Block", node: LexborNode | None = None, store: MathStore | None = None) -> str:
@@ -345,7 +316,7 @@ def _block_markdown(block: "Block", node: LexborNode, store: MathStore) -> str:
     label = block.label
     if label in FIGURE_LABELS:
         md = _MD(store, figure=block.figure)
-        out = _squeeze(md.inline(node)).strip()
+        out = resolve_lines(_squeeze(md.inline(node)).strip()).strip()
         if md.figure:  # no <img> in the block: the crop goes first
             alt = _oneline(node_text(node, store))[:200].replace("[", "(").replace("]", ")") or label
             out = f"![{escape_text(alt)}]({md_url(md.figure)})" + ("\n\n" + out if out else "")
@@ -361,23 +332,40 @@ def _block_markdown(block: "Block", node: LexborNode, store: MathStore) -> str:
         body = re.sub(r"\n{2,}", "\n", code.inline(node)).strip("\n")
         return code_block(body) if body.strip() else ""
     out = _squeeze(md.inline(node)).strip()
-    if label == "Section-Header" and out and not out.startswith("#"):
-        out = _oneline(out)
+    if label == "Section-Header" and out and not out.startswith("#"):  # no <h2> in it: the block is one
+        out = _oneline(out.replace(HARD_BREAK, " "))
         if out.startswith("**") and out.endswith("**") and out.count("**") == 2 and len(out) > 4:
             out = out[2:-2].strip()  # a heading is bold already
-        out = "## " + out
-    return out
+        return "## " + _heading_text(out)
+    return resolve_lines(out).strip()
 
 
-def render_markdown(doc: "Document", *, keep_headers_footers: bool = False, page_separator: str = "") -> str:
-    """Markdown of a whole document; page headers and footers only with keep_headers_footers."""
+PAGE_RULE = "-" * 48  # after the page number: the page separator of Chandra's and marker's --paginate
+
+
+def render_markdown(doc: "Document", *, keep_headers_footers: bool = False, page_separator: str = "",
+                    paginate: bool = False, images: bool = True) -> str:
+    """Markdown of a whole document; page headers and footers only with keep_headers_footers.
+
+    paginate: before every page but the first a line `{N}` + 48 dashes, N the page's 0-based index in
+    the source (as Chandra's CLI writes it: the page count so far, for a whole document), also for a
+    page with no text; else page_separator (if any) between the pages that have text.
+    images=False: no `![...](images/...)` lines (a figure block keeps its description as text)."""
     pages = []
     for page in doc.pages:
         parts = [
-            b.markdown for b in page.blocks
+            _without_image(b) if b.figure and not images else b.markdown for b in page.blocks
             if b.markdown.strip() and (keep_headers_footers or b.label not in HEADER_FOOTER)
         ]
-        pages.append("\n\n".join(parts))
-    sep = f"\n\n{page_separator}\n\n" if page_separator else "\n\n"
-    text = sep.join(p for p in pages if p.strip())
+        pages.append("\n\n".join(p for p in parts if p.strip()))
+    if paginate:
+        text = "".join((f"\n\n{page.index}{PAGE_RULE}\n\n" if n else "") + md
+                       for n, (page, md) in enumerate(zip(doc.pages, pages)))
+    else:
+        sep = f"\n\n{page_separator}\n\n" if page_separator else "\n\n"
+        text = sep.join(p for p in pages if p.strip())
     return text.strip() + "\n" if text.strip() else ""
+
+
+def _without_image(block: "Block") -> str:
+    return block_markdown(block.model_copy(update={"figure": None}))

@@ -8,6 +8,12 @@ escape, makes links of `[x](javascript:...)` and parses fenced code as plain par
   an entity `&amp;`, `[` and `]` are backslash-escaped (no link, image or reference definition can
   form), so are backticks (a code span or fence would swallow what follows), a backslash that
   would escape the next character is doubled, and `$` is escaped (math);
+- emphasis stays literal: every `*` is backslash-escaped, and every `_` but one inside a word
+  (`my_var`: CommonMark's and Python-Markdown's intraword rule keep it literal); a `~` that could
+  close GFM strikethrough (any not right after whitespace) is `&#126;` (`\\~` is no escape for
+  Python-Markdown, whose core has no strikethrough);
+- a line of text that would start a block (`# `, `> `, `- `, `+ `, `1. `, `1) `, `---`, `===`,
+  `~~~`) has its first mark escaped (escape_line_start; the renderer knows where lines begin);
 - math keeps its LaTeX; only what would turn into a tag or a link outside a math renderer gets a
   space (`<img ...` -> `< img ...`, `](` -> `] (`), which math mode ignores;
 - code: a fence when the code holds nothing that Python-Markdown's core (which has no fences) would
@@ -29,6 +35,15 @@ _UNESCAPED_DOLLAR = re.compile(r"(?<!\\)((?:\\\\)*)\$")
 _MATH_TAG = re.compile(r"<(?=[A-Za-z][A-Za-z0-9-]*[\s/>]|[A-Za-z][A-Za-z0-9.+-]*:|[/!?])")
 _MATH_LINK = re.compile(r"\](?=[(\[:])")
 _BLANK_LINES = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")  # a blank line would end the paragraph (or HTML block)
+_STAR = re.compile(r"\*")
+_UNDERSCORE = re.compile(r"(?<![^\W_])_|_(?![^\W_])")  # all but an underscore between letters/digits
+_TILDE = re.compile(r"(?<!\s)~")  # a `~` after whitespace cannot close strikethrough
+# the start of a line that would open a block: ATX heading (Python-Markdown needs no space after #),
+# quote, bullet, ordered item, thematic break / setext underline / table delimiter row, tilde fence
+_LINE_START = re.compile(
+    r"(?P<pre>[ \t]*)(?:(?P<hash>#)|(?P<gt>>)|(?P<bullet>[-+])(?=[ \t]|$|(?<=-)-)|(?P<num>\d+)(?P<delim>[.)])(?=[ \t]|$)"
+    r"|(?P<eq>=)(?==*[ \t]*$)|(?P<tilde>~)|(?P<dash>[|: \t]*)-(?=[-|: \t]*$))"
+)
 _URL_CHARS = {" ": "%20", "\t": "%09", "\n": "%0A", "\r": "%0D", "(": "%28", ")": "%29", "<": "%3C",
               ">": "%3E", '"': "%22", "'": "%27", "\\": "%5C", "[": "%5B", "]": "%5D", "`": "%60"}
 # what makes markup of code under Python-Markdown's core (no fences there: the code is paragraphs):
@@ -42,7 +57,58 @@ def escape_text(t: str) -> str:
     t = _ENTITY_AMP.sub("&amp;", t)
     t = t.replace("$", r"\$")
     t = _TAG_START.sub("&lt;", t)
+    t = _TILDE.sub("&#126;", _UNDERSCORE.sub(r"\\_", _STAR.sub(r"\\*", t)))
     return t.replace("[", r"\[").replace("]", r"\]").replace("`", r"\`")  # ``` would open a code fence
+
+
+def escape_line_start(line: str) -> str:
+    """A line of escaped text (escape_text) whose start would open a block (a heading, quote, list item,
+    thematic break, setext underline, table delimiter row or fence) with its first mark escaped."""
+    m = _LINE_START.match(line)
+    if m is None:
+        return line
+    pre, end = m.group("pre"), m.end()
+    if m.group("num") is not None:
+        return f"{pre}{m.group('num')}\\{m.group('delim')}{line[end:]}"
+    if m.group("dash") is not None:
+        return f"{pre}{m.group('dash')}\\-{line[end:]}"
+    mark = line[end - 1]
+    escaped = {"=": "&#61;", "~": "&#126;"}.get(mark, "\\" + mark)
+    return f"{pre}{escaped}{line[end:]}"
+
+
+# where a line of text may begin (the renderer decides, once the lines are known: resolve_lines), and
+# a hard line break (`<br>`) that no whitespace squeezing may eat: both never occur in parsed text
+LINE_START = "\x00"
+HARD_BREAK = "\x01"
+_MARKS = " \t\x00\x01"
+
+
+def resolve_lines(s: str, breaks: bool = True) -> str:
+    """Markdown with LINE_START marks (before each run of text) and HARD_BREAK marks (ending the line
+    of a `<br>`) made final: text that begins a line has its block-opening mark escaped; with breaks,
+    a hard break is two trailing spaces (a `<br>` in CommonMark and Python-Markdown alike) between
+    two lines of text, and nothing where it would end a paragraph or stand on a line of its own
+    (without breaks, the HARD_BREAK marks stay for a later call: a list item's lines get indented)."""
+    if LINE_START not in s and (HARD_BREAK not in s or not breaks):
+        return s
+    lines = s.split("\n")
+    for i, line in enumerate(lines):
+        if LINE_START not in line and HARD_BREAK not in line:
+            continue
+        text = line.replace(HARD_BREAK, "").rstrip(" \t")
+        hard = line.rstrip(" \t").endswith(HARD_BREAK)
+        at = text.find(LINE_START)
+        if at >= 0 and not text[:at].strip(" \t"):  # only indentation before the text: it starts the line
+            text = text[:at] + escape_line_start(text[at:].replace(LINE_START, ""))
+        text = text.replace(LINE_START, "")
+        if not breaks:
+            lines[i] = text + (HARD_BREAK if hard else "")
+        elif hard and text.strip() and i + 1 < len(lines) and lines[i + 1].strip(_MARKS):
+            lines[i] = text + "  "
+        else:
+            lines[i] = text
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(lines))  # a `<br>` alone on its line leaves a blank one
 
 
 def md_latex(latex: str) -> str:
