@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"  # 1.1: Page.truncated/looped, Block.origin, Document.metadata
 
 PageStatus = Literal["ok", "fallback", "failed"]
 
@@ -39,6 +39,9 @@ class Block(BaseModel):
     text: str = Field("", description="plain text of the block")
     figure: str | None = Field(None, description="path of the cropped figure, relative to the document folder")
     truncated: bool = Field(False, description="the block was cut off (unterminated in the model output)")
+    origin: Literal["engine", "fallback"] = Field(
+        "engine", description="engine: written by the page's engine; fallback: filled in by the fallback engine "
+                              "where the model's answer (cut where it looped) gave nothing")
 
     @field_validator("label", "html", "markdown", "text", "figure", mode="before")
     @classmethod
@@ -73,6 +76,10 @@ class Page(BaseModel):
     completion_tokens: int | None = None
     timings: PageTimings = Field(default_factory=PageTimings)
     error: str | None = Field(None, description="why the page failed, or why the model engine gave up before the fallback")
+    truncated: bool = Field(False, description="the model's answer reached max_tokens; it is kept as it is "
+                                               "(raise --max-tokens for longer pages)")
+    looped: bool = Field(False, description="the model still looped after its last retry: its text before the "
+                                            "loop is kept, the fallback filled in the rest (blocks with origin fallback)")
     blocks: list[Block] = Field(default_factory=list)
     raw: str | None = Field(None, description="raw engine output (kept when asked for)")
 
@@ -95,6 +102,38 @@ class Source(BaseModel):
     page_count: int
 
 
+class Summary(BaseModel):
+    """Counts over a document's pages (upstream's per-document metadata, and more)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pages: int = 0
+    pages_ok: int = 0
+    pages_fallback: int = 0
+    pages_failed: int = 0
+    pages_truncated: int = 0
+    pages_looped: int = 0
+    blocks: int = 0
+    blocks_fallback: int = Field(0, description="blocks the fallback filled in on looped pages")
+    images: int = Field(0, description="figure crops")
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @classmethod
+    def of(cls, pages: list["Page"]) -> "Summary":
+        blocks = [b for p in pages for b in p.blocks]
+        return cls(
+            pages=len(pages), pages_ok=sum(p.status == "ok" for p in pages),
+            pages_fallback=sum(p.status == "fallback" for p in pages),
+            pages_failed=sum(p.status == "failed" for p in pages),
+            pages_truncated=sum(p.truncated for p in pages), pages_looped=sum(p.looped for p in pages),
+            blocks=len(blocks), blocks_fallback=sum(b.origin == "fallback" for b in blocks),
+            images=sum(b.figure is not None for b in blocks),
+            prompt_tokens=sum(p.prompt_tokens or 0 for p in pages),
+            completion_tokens=sum(p.completion_tokens or 0 for p in pages),
+        )
+
+
 class Document(BaseModel):
     """A converted document."""
 
@@ -103,6 +142,7 @@ class Document(BaseModel):
     schema_version: str = SCHEMA_VERSION
     source: Source
     model: str | None = Field(None, description="model profile or served model name")
+    metadata: Summary | None = Field(None, description="counts over the pages (set when the document is assembled)")
     pages: list[Page] = Field(default_factory=list)
 
     @property

@@ -41,15 +41,24 @@ class Profile(BaseModel):
     labels: list[str] = Field(default_factory=lambda: list(CHANDRA1_LABELS))
     allowed_tags: list[str] = Field(default_factory=lambda: list(CHANDRA1_TAGS))
     allowed_attrs: list[str] = Field(default_factory=lambda: list(CHANDRA1_ATTRS))
-    # page images: PDFs at max(pdf_dpi, shorter side min_short_side); small images upscaled to
-    # min_image_side; anything above max_pixels of area scaled down; sides on the patch grid.
+    # page images, as Chandra's own client makes them (imagesize.py): PDFs rendered at max(pdf_dpi,
+    # shorter side min_short_side); images with either side under min_image_side upscaled so the shorter
+    # side is min_image_side; then fitted within [min_pixels, max_pixels] of area, on client_grid when
+    # set (Chandra 2: 28). The server's processor snaps to patch_multiple within its own pixel bounds.
     pdf_dpi: float = 192.0
     min_short_side: int = 1024
     min_image_side: int = 1536
     max_pixels: int = 3072 * 2048
-    patch_multiple: int = Field(32, description="patch size x spatial merge: image sides are multiples of this")
+    min_pixels: int = 28 * 28
+    client_grid: int | None = Field(None, description="the client puts image sides on this grid (Chandra 2: 28)")
+    patch_multiple: int = Field(32, description="patch size x spatial merge: the server's image grid")
+    server_min_pixels: int = Field(56 * 56, description="the server processor's lower pixel bound")
+    server_max_pixels: int = Field(3072 * 2048, description="the server processor's upper pixel bound")
     sampling: Sampling = Field(default_factory=Sampling)
     retry_sampling: Sampling = Field(default_factory=lambda: Sampling(temperature=0.3, top_p=0.95))
+    retry_temperature_step: float = Field(
+        0.0, description="retry n (from 1) samples at min(step * n, retry_temperature_max); 0: retry_sampling's")
+    retry_temperature_max: float = 0.8
     max_retries: int = 6
     # architecture figures for memory planning and FLOPs estimates (decoder + vision tower)
     params_b: float = 8.8
@@ -58,14 +67,27 @@ class Profile(BaseModel):
     num_kv_heads: int = 8
     head_dim: int = 128
     vision_params_b: float = 0.6
+    # flags `ocrserve serve` gives `vllm serve` for this model, as the model's own launcher does (flags
+    # after `--` still win); a --mm-processor-kwargs here replaces ocrserve's default one
+    server_args: list[str] = Field(default_factory=list)
 
     @property
     def prompt(self) -> str:
         return _read_prompt(self.prompt_file, tuple(sorted(self.prompt_vars.items())))
 
     def image_tokens(self, width: int, height: int) -> int:
-        """Visual tokens the model spends on an image of this size (after the patch merge)."""
-        return max(1, (width // self.patch_multiple) * (height // self.patch_multiple))
+        """Visual tokens the model spends on an image of this size (after the server's resize and the patch merge)."""
+        from ocrserve.imagesize import Budget, server_size
+
+        w, h = server_size(width, height, Budget.from_profile(self))
+        return max(1, (w // self.patch_multiple) * (h // self.patch_multiple))
+
+    def retry_sampling_for(self, retry: int) -> Sampling:
+        """The sampling of retry number `retry` (from 1): Chandra 2 raises the temperature with each retry."""
+        if not self.retry_temperature_step:
+            return self.retry_sampling
+        t = min(self.sampling.temperature + self.retry_temperature_step * retry, self.retry_temperature_max)
+        return self.retry_sampling.model_copy(update={"temperature": t})  # as upstream computes it, unrounded
 
 
 @lru_cache(maxsize=32)
@@ -98,6 +120,12 @@ PROFILES: dict[str, Profile] = {
         bbox_scale=1000,
         bbox_format="space",
         labels=list(CHANDRA2_LABELS),
+        min_pixels=1792 * 28,
+        client_grid=28,
+        server_min_pixels=3136,          # upstream's launcher: --mm-processor-kwargs min_pixels/max_pixels
+        server_max_pixels=6291456,
+        retry_sampling=Sampling(temperature=0.2, top_p=0.95),
+        retry_temperature_step=0.2,
         allowed_tags=CHANDRA1_TAGS + ["chem"],
         allowed_attrs=CHANDRA1_ATTRS + ["data-bbox", "data-label"],
         params_b=4.5,
@@ -106,16 +134,19 @@ PROFILES: dict[str, Profile] = {
         num_kv_heads=4,
         head_dim=256,
         vision_params_b=0.4,
+        # what chandra-ocr 0.2.0's launcher (chandra/scripts/vllm.py) passes that can change the output
+        server_args=["--dtype", "bfloat16",
+                     "--mm-processor-kwargs", '{"min_pixels":3136,"max_pixels":6291456}'],
     ),
 }
 
 
 def load_profile(name_or_path: str | Profile | None = None) -> Profile:
-    """A profile by name (`chandra-1`, `chandra-2`) or from a TOML/JSON file describing one."""
+    """A profile by name (`chandra-1`, `chandra-2`) or from a TOML/JSON file describing one; None: chandra-2."""
     if isinstance(name_or_path, Profile):
         return name_or_path
     if name_or_path is None:
-        name_or_path = "chandra-1"
+        name_or_path = "chandra-2"  # upstream's default (chandra-ocr 0.2.0)
     if name_or_path in PROFILES:
         return PROFILES[name_or_path]
     path = Path(name_or_path)

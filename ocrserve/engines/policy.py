@@ -1,9 +1,15 @@
-"""The engines' retry ladder for one page, written once.
+"""The engines' retry ladder for one page, written once; the same rules as Chandra's own client.
 
-An answer that ends in a repetition loop, or is cut off at max_tokens, is unusable: the page goes
-again with the profile's retry sampling, up to `profile.max_retries` times; then the engine gives
-up (ok=False, the last answer in `extra["last_raw"]`) and the pipeline hands the page to the
-fallback. `ignore_eos` (benchmarks: a fixed output length) judges nothing.
+- An answer cut off at max_tokens is the page's answer (upstream keeps it too: a dense page's text is
+  there): no retry at the same limit, the page is marked `truncated`. `--max-tokens` raises the limit.
+- An answer that ends in a repetition loop goes again with the profile's retry sampling (Chandra 1:
+  temperature 0.3; Chandra 2: 0.2, 0.4, 0.6, 0.8, ...; top_p 0.95), up to `profile.max_retries` times.
+- After the last retry the model's answer is still kept (upstream keeps the last one): of all the
+  looping answers, the one with the longest text before its loop, cut where the loop starts (one
+  copy of the repeated unit kept). The result is ok with `finish_reason="loop"`; the pipeline then
+  lets the fallback fill in only the parts of the page where the model gave nothing. A loop with no
+  text before it (markup aside) leaves nothing to keep: ok=False, and the fallback takes the page.
+- `ignore_eos` (benchmarks: a fixed output length) judges nothing.
 
 Every result carries the problems met on the way (`extra["problems"]`, the last in `error` for a
 page that still came out well) and, after any problem, whether the retry sampling made the answer
@@ -12,20 +18,41 @@ page that still came out well) and, after any problem, whether the retry samplin
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any, Literal
 
 from ocrserve.engines.base import EngineResult
-from ocrserve.parse import is_repetition_loop
+from ocrserve.parse import is_repetition_loop, repetition_period
 from ocrserve.profiles import Profile, Sampling
 
+_TAGS = re.compile(r"<[^>]*>?")
 LOOP = "the answer ended in a repetition loop"
 
 Verdict = Literal["ok", "retry", "give_up"]
 
 
 def cut_off(max_tokens: int | None) -> str:
-    return f"the answer was cut off at max_tokens={max_tokens} (finish_reason length)"
+    return (f"the answer was cut off at max_tokens={max_tokens} (finish_reason length); kept as it is "
+            "(--max-tokens raises the limit)")
+
+
+def before_loop(text: str) -> tuple[str, str]:
+    """(the text before its final repetition loop starts, one copy of the repeated unit)."""
+    t = text.rstrip()
+    p = repetition_period(t)
+    if p is None:
+        return text, ""
+    end = len(t) - p
+    while end - p >= 0 and t[end - p:end] == t[end:end + p]:
+        end -= p
+    while end > 0 and t[end - 1] == t[end - 1 + p]:  # the loop may start mid-unit
+        end -= 1
+    return t[:end], t[end:end + p]
+
+
+def _has_text(html: str) -> bool:
+    return bool(_TAGS.sub("", html).strip())
 
 
 class Ladder:
@@ -37,15 +64,15 @@ class Ladder:
         self.ignore_eos = ignore_eos
         self.t0 = time.perf_counter()
         self.attempts = 0            # every attempt, failed requests included
-        self.unusable = 0            # answers that looped or were cut off
+        self.unusable = 0            # answers that looped
         self.problems: list[str] = []
-        self.looped = False          # the last unusable answer looped (else it was cut off)
+        self.best = ""               # the longest text before a loop, of the looping answers so far
         self.extra: dict[str, Any] = {}  # the engine's own fields, on every result
 
     def sampling(self, max_tokens: int | None = None) -> Sampling:
-        """The sampling for the next attempt: the profile's, its retry sampling after an unusable answer;
+        """The sampling for the next attempt: the profile's, its retry sampling for retry n after a loop;
         `max_tokens` overrides the profile's limit."""
-        s = self.profile.retry_sampling if self.unusable else self.profile.sampling
+        s = self.profile.retry_sampling_for(self.unusable) if self.unusable else self.profile.sampling
         return s.model_copy(update={"max_tokens": max_tokens}) if max_tokens else s
 
     def begin(self) -> int:
@@ -58,14 +85,18 @@ class Ladder:
         self.problems.append(problem)
 
     def judge(self, text: str, finish_reason: str | None, max_tokens: int | None) -> Verdict:
-        """ok (use the answer), retry (with `sampling()`), or give_up (then `gave_up(...)`)."""
+        """ok (use the answer: a cut-off one too), retry (with `sampling()`), or give_up (then `gave_up(...)`)."""
         if self.ignore_eos:
             return "ok"
-        self.looped = is_repetition_loop(text)
-        if not (self.looped or finish_reason == "length"):
+        if not is_repetition_loop(text):
+            if finish_reason == "length":
+                self.problems.append(cut_off(max_tokens))
             return "ok"
-        self.problems.append(LOOP if self.looped else cut_off(max_tokens))
+        self.problems.append(LOOP)
         self.unusable += 1
+        head, unit = before_loop(text)
+        if _has_text(head) and len(head.strip()) > len(self.best.strip()):
+            self.best = head + unit  # the text before the loop, and what it repeats once
         return "give_up" if self.unusable > self.profile.max_retries else "retry"
 
     @property
@@ -84,19 +115,24 @@ class Ladder:
 
     def answer(self, raw: str, finish_reason: str | None, prompt_tokens: int | None = None,
                completion_tokens: int | None = None) -> EngineResult:
-        """The page came out well (after the problems so far, if any)."""
+        """The page's answer (after the problems so far, if any; a cut-off answer is one)."""
         return self.result(ok=True, raw=raw, finish_reason=finish_reason, prompt_tokens=prompt_tokens,
                            completion_tokens=completion_tokens, error=self.last_problem,
                            extra={"retry_sampling": self.unusable > 0} if self.problems else {})
 
     def gave_up(self, last_raw: str, prompt_tokens: int | None = None,
                 completion_tokens: int | None = None) -> EngineResult:
-        """Every answer was unusable: ok=False, the last answer in extra["last_raw"]."""
-        return self.result(ok=False, raw="", finish_reason="loop" if self.looped else "length",
-                           prompt_tokens=prompt_tokens, completion_tokens=completion_tokens,
-                           error=f"gave up after {self.attempts} attempts ({self.unusable} answers unusable); "
-                                 f"last: {self.last_problem}",
-                           extra={"last_raw": last_raw})
+        """Every answer looped: the longest text before a loop is kept (ok, finish_reason "loop"); when
+        there is none, ok=False. The last answer is in extra["last_raw"] either way."""
+        why = f"the answer still looped after {self.unusable - 1} retries ({self.attempts} attempts)"
+        if not self.best.strip():
+            return self.result(ok=False, raw="", finish_reason="loop", prompt_tokens=prompt_tokens,
+                               completion_tokens=completion_tokens, error=f"{why}; nothing before the loop to keep",
+                               extra={"last_raw": last_raw})
+        return self.result(ok=True, raw=self.best, finish_reason="loop", prompt_tokens=prompt_tokens,
+                           completion_tokens=completion_tokens,
+                           error=f"{why}; the text before the loop is kept", extra={"last_raw": last_raw,
+                                                                                    "retry_sampling": True})
 
     def failed(self, error: str) -> EngineResult:
         """The page failed for another reason (a request no retry fixes, a bad image, an engine error)."""

@@ -1,10 +1,15 @@
-"""Page images, sized straight to the model's pixel budget on its patch grid.
+"""Page images, as Chandra's own client makes them (sizes: imagesize.py).
 
-These functions run in worker processes (pypdfium2 is not thread-safe). A PDF page is rendered at
-the scale that lands it on the grid (never big-then-shrink): the width exactly, the height within a
-patch, padded or cropped by a few pixels. Images get their EXIF orientation applied, JPEGs are
-decoded at a reduced scale when they are much larger than needed, and anything above the
-decompression-bomb limit is refused before decoding.
+These functions run in worker processes (pypdfium2 is not thread-safe). A PDF page is flattened (form
+fields and annotations into its content, as upstream does) and rendered whole at upstream's scale, then
+resized to the client's fit with LANCZOS when that changes its size; an image is upscaled when small
+(LANCZOS) and fitted the same way. Nothing is cropped or padded: the image is the whole page, so boxes
+map to true page coordinates. The server's processor then snaps the image to its patch grid, as it
+does for upstream's requests.
+
+Deliberate differences from upstream, each tested (tests/ingest/test_fidelity.py): an image's EXIF
+orientation is applied (upstream sends a phone photo sideways), every TIFF frame is a page (upstream
+reads the first), and anything above the decompression-bomb limit is refused before decoding.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import numpy as np
 from PIL import Image, ImageOps
 
 
+from ocrserve.imagesize import Budget, client_fit_size, image_upscale_size, pdf_scale
 from ocrserve.ingest.sniff import describe_unknown, sniff_file
 from ocrserve.png import encode_pixels, encode_png
 
@@ -37,21 +43,6 @@ class DocumentError(Exception):
 
     def __reduce__(self):  # keep sha256 across processes
         return (type(self), (str(self), self.sha256))
-
-
-@dataclass(frozen=True)
-class Budget:
-    """The profile's page-image budget, small enough to send to workers."""
-
-    pdf_dpi: float = 192.0
-    min_short_side: int = 1024
-    min_image_side: int = 1536
-    max_pixels: int = 3072 * 2048
-    patch_multiple: int = 32
-
-    @classmethod
-    def from_profile(cls, p) -> "Budget":
-        return cls(p.pdf_dpi, p.min_short_side, p.min_image_side, p.max_pixels, p.patch_multiple)
 
 
 @dataclass
@@ -73,32 +64,21 @@ class RenderedPage:
     render_s: float
 
 
-def _grid(v: float, m: int) -> int:
-    return max(m, int(round(v / m)) * m)
-
-
-def target_size(w: float, h: float, scale: float, budget: Budget) -> tuple[int, int]:
-    """Image size for a page of w x h at `scale`, capped at max_pixels and snapped to the patch grid."""
-    if w * scale * h * scale > budget.max_pixels:
-        scale = math.sqrt(budget.max_pixels / (w * h))
-    m = budget.patch_multiple
-    W, H = _grid(w * scale, m), _grid(h * scale, m)
-    while W * H > budget.max_pixels and (W > m or H > m):
-        if W >= H:
-            W -= m
-        else:
-            H -= m
-    return W, H
-
-
 def pdf_target(w: float, h: float, budget: Budget) -> tuple[int, int]:
-    scale = max(budget.pdf_dpi / 72.0, budget.min_short_side / max(1e-6, min(w, h)))
-    return target_size(w, h, scale, budget)
+    """The size of the image sent for a w x h pt page: pypdfium2's render size at upstream's scale, fitted."""
+    scale = pdf_scale(w, h, budget)
+    return client_fit_size(math.ceil(w * scale), math.ceil(h * scale), budget)
 
 
 def image_target(w: int, h: int, budget: Budget) -> tuple[int, int]:
-    scale = budget.min_image_side / max(w, h) if max(w, h) < budget.min_image_side else 1.0
-    return target_size(w, h, scale, budget)
+    """The size of the image sent for a w x h px image (upright)."""
+    return client_fit_size(*image_upscale_size(w, h, budget), budget)
+
+
+def _fit(img: Image.Image, budget: Budget) -> Image.Image:
+    """The client's fit of an image, with upstream's filter (LANCZOS); unchanged when it fits."""
+    size = client_fit_size(img.width, img.height, budget)
+    return img if size == img.size else img.resize(size, Image.Resampling.LANCZOS)
 
 
 # --- worker-side state: open PDFs are kept for the pages that follow -----------------------------
@@ -221,8 +201,16 @@ def open_source(path: str, password: str | None, max_image_pixels: int) -> Sourc
     return SourceInfo(type=kind, page_count=n, sha256=h.hexdigest())
 
 
+def _flatten(page) -> None:
+    """Form fields and annotations into the page's content, as upstream does before rendering."""
+    import pypdfium2.raw as pdfium_c
+
+    pdfium_c.FPDFPage_Flatten(page.raw, pdfium_c.FLAT_NORMALDISPLAY)
+
+
 def pdf_page_pixels(path: str, index: int, budget: Budget, password: str | None = None) -> tuple[np.ndarray, float, float]:
-    """The page rendered straight to its target size, as (H, W, 3) RGB pixels, and its size in points."""
+    """The page as the client sends it, as (H, W, 3) RGB pixels, and its size in points: rendered whole at
+    upstream's scale (flattened first, as upstream does), then fitted with LANCZOS when that changes its size."""
     doc = _pdf(path, password)
     try:
         page = doc[index]
@@ -232,18 +220,18 @@ def pdf_page_pixels(path: str, index: int, budget: Budget, password: str | None 
         w, h = page.get_size()
         if w <= 0 or h <= 0:
             raise DocumentError(f"page {index + 1} has no size")
-        W, H = pdf_target(w, h, budget)
+        _flatten(page)
+        page.close()
+        page = doc[index]  # pdfium shows a flattened page's new content only once it is loaded again
         # pypdfium2's default bitmap: a packed buffer Python allocates, kept alive by the array below (pdfium's
         # own buffer renders no faster: bench/results/png-render-micro/)
-        bitmap = page.render(scale=W / w, may_draw_forms=True, draw_annots=True, rev_byteorder=True)
+        bitmap = page.render(scale=pdf_scale(w, h, budget), may_draw_forms=True, draw_annots=True, rev_byteorder=True)
         a = bitmap.to_numpy()
         if a.ndim != 3 or a.shape[2] != 3:  # pdfium chose another format (a gray or alpha bitmap)
             a = np.asarray(bitmap.to_pil().convert("RGB"))
-        if a.shape[:2] != (H, W):  # within a patch of the grid: pad (white) or crop, no resampling
-            out = np.full((H, W, 3), 255, dtype=np.uint8)
-            hh, ww = min(H, a.shape[0]), min(W, a.shape[1])
-            out[:hh, :ww] = a[:hh, :ww]
-            a = out
+        size = client_fit_size(a.shape[1], a.shape[0], budget)
+        if size != (a.shape[1], a.shape[0]):
+            a = np.asarray(Image.fromarray(a, "RGB").resize(size, Image.Resampling.LANCZOS))
     finally:
         page.close()
     return a, float(w), float(h)
@@ -262,32 +250,42 @@ def render_pdf_page(path: str, index: int, budget: Budget, password: str | None 
     return RenderedPage(index, png, a.shape[1], a.shape[0], w, h, "pt", time.perf_counter() - t0)
 
 
+def to_rgb(img: Image.Image) -> Image.Image:
+    """An image in RGB as upstream converts it (`convert("RGB")`), except 16- and 32-bit gray, which Pillow
+    clips to white: their values are scaled to 8 bits instead (a deliberate difference)."""
+    if img.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I"):
+        a = np.asarray(img, dtype=np.int64)
+        top = int(a.max()) if a.size else 0
+        if top > 255:
+            a = a * 255 // (65535 if top <= 65535 else top)
+        return Image.fromarray(np.clip(a, 0, 255).astype(np.uint8), "L").convert("RGB")
+    return img if img.mode == "RGB" else img.convert("RGB")
+
+
+def image_page(img: Image.Image, budget: Budget) -> Image.Image:
+    """An upright RGB image as the client sends it: small ones upscaled (LANCZOS), then fitted."""
+    size = image_upscale_size(img.width, img.height, budget)
+    if size != img.size:
+        img = img.resize(size, Image.Resampling.LANCZOS)
+    return _fit(img, budget)
+
+
 def render_image_page(path: str, index: int, budget: Budget, max_image_pixels: int) -> RenderedPage:
     t0 = time.perf_counter()
     img = _open_image(path, max_image_pixels)
     try:
         if index:
             img.seek(index)
-        orientation = img.getexif().get(0x0112, 1) if hasattr(img, "getexif") else 1
+        img = to_rgb(ImageOps.exif_transpose(img))  # upright (upstream ignores EXIF orientation)
         w, h = img.size
-        if orientation in (5, 6, 7, 8):
-            w, h = h, w
-        W, H = image_target(w, h, budget)
-        if img.format == "JPEG" and W < w / 2:
-            # decode at a reduced scale: no full-size decode to throw away
-            img.draft("RGB", (H, W) if orientation in (5, 6, 7, 8) else (W, H))
-        img = ImageOps.exif_transpose(img)
-        if img.mode != "RGB":
-            img = img.convert("RGBA").convert("RGB") if img.mode in ("P", "LA", "PA") else img.convert("RGB")
-        if img.size != (W, H):
-            img = img.resize((W, H), Image.Resampling.BICUBIC)
+        img = image_page(img, budget)
         img.load()
     except DocumentError:
         raise
     except Exception as e:  # noqa: BLE001 - truncated or corrupt image data
         raise DocumentError(f"corrupt image ({e})") from None
     png = encode_png(img)
-    return RenderedPage(index, png, W, H, float(w), float(h), "px", time.perf_counter() - t0)
+    return RenderedPage(index, png, img.width, img.height, float(w), float(h), "px", time.perf_counter() - t0)
 
 
 def render_page(path: str, kind: str, index: int, budget: Budget, password: str | None, max_image_pixels: int) -> RenderedPage:

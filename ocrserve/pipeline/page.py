@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Awaitable, Callable
 
-from ocrserve.document import Document, Page, PageTimings, Source
+from ocrserve.document import Block, Document, Page, PageTimings, Source, Summary
 from ocrserve.engines.base import Engine, EngineResult, PageInput
 from ocrserve.ingest.pool import WorkerCrash
 from ocrserve.ingest.raster import DocumentError, RenderedPage, SourceInfo
@@ -30,9 +30,13 @@ def finish_page(
     staging: str | None,
     prefix: str,
     truncated: bool | None = None,
+    fill_raw: str | None = None,
 ) -> Page:
     t0 = time.perf_counter()
     page = parse_output(raw, profile, (width, height), index=index, unit=unit, truncated=truncated)
+    if fill_raw:
+        fill = parse_output(fill_raw, profile, (width, height), index=index, unit=unit)
+        fill_in(page, fill.blocks)
     if image_size:
         page.image_width, page.image_height = image_size
     if staging and png and Path(staging).is_dir() and any(b.label in FIGURE_LABELS for b in page.blocks):
@@ -43,19 +47,50 @@ def finish_page(
     page.timings = PageTimings(parse_s=time.perf_counter() - t0)
     return page
 
+def _overlap(a: list[float], b: list[float]) -> float:
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    return w * h if w > 0 and h > 0 else 0.0
+
+
+def fill_in(page: Page, fill: list[Block]) -> None:
+    """Add to the page the fallback's blocks that lie where the model's blocks are not (a block half or
+    more covered by the model's is left out), after the model's, marked origin=fallback."""
+    covered = [b.bbox for b in page.blocks if b.bbox_source != "missing"]
+    n = len(page.blocks)
+    for blk in fill:
+        x0, y0, x1, y1 = blk.bbox
+        area = max(0.0, x1 - x0) * max(0.0, y1 - y0)
+        if area <= 0 or sum(_overlap(blk.bbox, c) for c in covered) >= 0.5 * area:
+            continue
+        page.blocks.append(blk.model_copy(update={"index": n, "origin": "fallback"}))
+        n += 1
+
+
+async def _fallback_ocr(page: PageInput, get_fallback: Callable[[], Awaitable[Engine]]) -> EngineResult:
+    fb = await get_fallback()
+    try:
+        return await fb.ocr(page)
+    except Exception as e:  # noqa: BLE001 - the fallback never loses the page either
+        return EngineResult(ok=False, engine="lite", error=f"fallback error: {e!r}")
+
+
 async def with_fallback(
     res: EngineResult, page: PageInput, *, engine_name: str, enabled: bool,
     get_fallback: Callable[[], Awaitable[Engine]],
 ) -> tuple[EngineResult, str, str | None]:
-    """(result, status ok|fallback|failed, the model's error for a rescued or failed page)."""
+    """(result, status ok|fallback|failed, the model's error for a rescued, looped or failed page).
+
+    A page whose model still looped after its last retry keeps the text before the loop; the fallback's
+    answer goes along in `extra["fill_raw"]` for finish_page to fill in where the model gave nothing."""
     if res.ok:
-        return res, "ok", None
+        if res.finish_reason == "loop" and enabled and engine_name != "lite":
+            fill = await _fallback_ocr(page, get_fallback)
+            if fill.ok:
+                res.extra["fill_raw"] = fill.raw
+        return res, "ok", res.error if res.finish_reason == "loop" else None
     if enabled and engine_name != "lite":
-        fb = await get_fallback()
-        try:
-            res2 = await fb.ocr(page)
-        except Exception as e:  # noqa: BLE001 - the fallback never loses the page either
-            res2 = EngineResult(ok=False, engine="lite", error=f"fallback error: {e!r}")
+        res2 = await _fallback_ocr(page, get_fallback)
         if res2.ok:
             res2.attempts += res.attempts
             return res2, "fallback", res.error
@@ -103,7 +138,8 @@ def parse_kwargs(res: EngineResult, rp: RenderedPage) -> dict:
     """finish_page's arguments for a rendered page and its engine result (figure options aside)."""
     return dict(index=rp.index, width=rp.width, height=rp.height, unit=rp.unit,
                 image_size=(rp.image_width, rp.image_height),
-                truncated=(res.finish_reason == "length") if res.finish_reason else None)
+                truncated=(res.finish_reason in ("length", "loop")) if res.finish_reason else None,
+                fill_raw=res.extra.get("fill_raw"))
 
 
 def result_page(res: EngineResult, status: str, model_error: str | None, rp: RenderedPage,
@@ -124,6 +160,8 @@ def result_page(res: EngineResult, status: str, model_error: str | None, rp: Ren
     page.attempts = res.attempts
     page.prompt_tokens, page.completion_tokens = res.prompt_tokens, res.completion_tokens
     page.error = model_error
+    page.truncated = status == "ok" and res.finish_reason == "length"
+    page.looped = status == "ok" and res.finish_reason == "loop"
     # the engine's own time for the page (request to answer, retries included), else the wait around it
     page.timings = PageTimings(render_s=rp.render_s, engine_s=res.elapsed_s or engine_s, parse_s=page.timings.parse_s)
     if keep_raw:
@@ -135,5 +173,6 @@ def assemble_document(path: str, info: SourceInfo, pages: list[Page], engine_nam
     return Document(
         source=Source(path=path, sha256=info.sha256, type=info.type, page_count=info.page_count),
         model=model_name if engine_name != "lite" else "lite",
+        metadata=Summary.of(pages),
         pages=pages,
     )

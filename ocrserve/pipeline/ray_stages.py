@@ -47,7 +47,7 @@ COLUMNS: dict[str, Any] = {
     # render
     "png": b"", "width": 0.0, "height": 0.0, "unit": "pt", "image_width": 0, "image_height": 0, "render_s": 0.0,
     # engine
-    "raw": "", "status": "", "engine": "", "attempts": 0, "prompt_tokens": -1, "completion_tokens": -1,
+    "raw": "", "fill_raw": "", "status": "", "engine": "", "attempts": 0, "prompt_tokens": -1, "completion_tokens": -1,
     "finish_reason": "", "model_error": "", "engine_s": 0.0, "has_result": False,
     # finish
     "page_json": "", "figures": b"",
@@ -275,7 +275,7 @@ class EngineStage:
         done = await asyncio.gather(*(finish(pi, r, dt) for pi, (r, dt) in zip(inputs, firsts)))
         for i, (res, status, err, dt) in zip(todo, done):
             rows[i].update(
-                has_result=True, raw=res.raw or "", status=status, engine=res.engine or self.engine.name,
+                has_result=True, raw=res.raw or "", fill_raw=res.extra.get("fill_raw") or "", status=status, engine=res.engine or self.engine.name,
                 attempts=res.attempts, finish_reason=res.finish_reason or "", model_error=err or "",
                 prompt_tokens=-1 if res.prompt_tokens is None else res.prompt_tokens,
                 completion_tokens=-1 if res.completion_tokens is None else res.completion_tokens, engine_s=dt,
@@ -307,6 +307,7 @@ def finish_row(row: dict[str, Any], cfg: StageConfig) -> dict[str, Any]:
         finish_reason=row["finish_reason"] or None,
         prompt_tokens=None if row["prompt_tokens"] < 0 else row["prompt_tokens"],
         completion_tokens=None if row["completion_tokens"] < 0 else row["completion_tokens"],
+        extra={"fill_raw": row["fill_raw"]} if row.get("fill_raw") else {},
     )
     files: dict[str, bytes] = {}
     parsed: Page | BaseException | None = None
@@ -324,7 +325,7 @@ def finish_row(row: dict[str, Any], cfg: StageConfig) -> dict[str, Any]:
             parsed = e
     page = steps.result_page(res, row["status"], row["model_error"] or None, rp, parsed, engine_s=row["engine_s"],
                              default_engine="", keep_raw=cfg.keep_raw)
-    row.update(page_json=page.model_dump_json(), figures=pickle.dumps(files) if files else b"", png=b"", raw="")
+    row.update(page_json=page.model_dump_json(), figures=pickle.dumps(files) if files else b"", png=b"", raw="", fill_raw="")
     return row
 
 

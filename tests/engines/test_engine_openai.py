@@ -144,19 +144,31 @@ async def test_transient_failures_are_retried_then_succeed(standin, stream):
 
 
 @pytest.mark.parametrize("stream", [False, True])
-@pytest.mark.parametrize("step", ["loop", "cutoff"])
-async def test_loop_and_cutoff_retried_with_retry_sampling(standin, step, stream):
-    profile = load_profile("chandra-1")
+@pytest.mark.parametrize("profile_name,retry_temperature", [("chandra-1", 0.3), ("chandra-2", 0.2)])
+async def test_a_loop_is_retried_with_the_profiles_retry_sampling(standin, stream, profile_name, retry_temperature):
+    profile = load_profile(profile_name)
     page = make_page(20)
-    standin.control(plans={sha(page)[:12]: [step]})
-    res = await run_one(engine_for(standin, stream=stream, max_tokens=600), page)
+    standin.control(plans={sha(page)[:12]: ["loop"]})
+    res = await run_one(engine_for(standin, profile=profile, stream=stream, max_tokens=600), page)
     assert res.ok and res.attempts == 2
     assert res.raw == expected_output(page.png_bytes())
     log = standin.stats()["log"]
-    assert [e["step"] for e in log] == [step, "ok"]
+    assert [e["step"] for e in log] == ["loop", "ok"]
     assert (log[0]["temperature"], log[0]["top_p"]) == (profile.sampling.temperature, profile.sampling.top_p)
-    assert (log[1]["temperature"], log[1]["top_p"]) == (0.3, 0.95)
+    assert (log[1]["temperature"], log[1]["top_p"]) == (retry_temperature, 0.95)
     assert res.extra["retry_sampling"] is True
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_cut_off_answer_is_kept_after_one_request(standin, stream):
+    """As upstream: an answer that reached max_tokens without looping is the page's answer, not retried."""
+    page = make_page(21)
+    standin.control(plans={sha(page)[:12]: ["cutoff"]})
+    res = await run_one(engine_for(standin, stream=stream, max_tokens=600), page)
+    assert res.ok and res.attempts == 1 and res.finish_reason == "length"
+    assert res.raw and expected_output(page.png_bytes()).startswith(res.raw)
+    assert standin.stats()["attempts"][sha(page)] == 1
+    assert "cut off at max_tokens=600" in res.error and "--max-tokens" in res.error
 
 
 async def test_400_fails_at_once(standin):
@@ -178,15 +190,18 @@ async def test_gives_up_on_persistent_server_errors(standin):
     assert standin.stats()["attempts"][sha(page)] == 3
 
 
-async def test_gives_up_on_loops_keeping_last_raw(standin):
-    profile = load_profile("chandra-1").model_copy(update={"max_retries": 2})
+async def test_still_looping_after_the_last_retry_keeps_the_text_before_the_loop(standin):
+    profile = load_profile("chandra-2").model_copy(update={"max_retries": 3})
     page = make_page(32)
     standin.control(default_plan=["loop"] * 10)
     res = await run_one(engine_for(standin, profile=profile, max_tokens=500), page)
-    assert not res.ok and res.attempts == 3 and res.finish_reason == "loop"
-    assert "repetition loop" in res.error and "gave up after 3 attempts" in res.error
+    assert res.ok and res.attempts == 4 and res.finish_reason == "loop"
+    assert "still looped after 3 retries" in res.error and "before the loop is kept" in res.error
     assert is_repetition_loop(res.extra["last_raw"])
-    assert res.raw == ""
+    assert not is_repetition_loop(res.raw) and res.raw.count("the same words again") == 1
+    assert res.raw.startswith(expected_output(page.png_bytes()).split("\n")[0])  # the first block, as answered
+    temps = [e["temperature"] for e in standin.stats()["log"]]
+    assert temps == [0.0, 0.2, 0.4, min(0.0 + 0.2 * 3, 0.8)]  # Chandra 2's rising retry temperature
 
 
 async def test_timeout_is_retried(standin):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ocrserve.engines.policy import LOOP, Ladder, cut_off
+from ocrserve.parse import is_repetition_loop
 from ocrserve.profiles import load_profile
 
 LOOPING = "<p>" + "the same words again " * 200
@@ -35,33 +36,51 @@ def test_a_loop_is_retried_with_the_retry_sampling_then_the_good_answer_wins():
     assert res.extra == {"retry_sampling": True, "problems": [LOOP]}
 
 
-def test_a_cut_off_answer_names_the_token_limit():
+def test_a_cut_off_answer_is_kept_and_names_the_token_limit():
     ladder = Ladder("x", _profile())
     ladder.begin()
-    assert ladder.judge("<p>half", "length", 64) == "retry"
-    assert ladder.problems == [cut_off(64)] == ["the answer was cut off at max_tokens=64 (finish_reason length)"]
+    assert ladder.judge("<p>half", "length", 64) == "ok"
+    assert ladder.problems == [cut_off(64)]
+    assert cut_off(64).startswith("the answer was cut off at max_tokens=64 (finish_reason length); kept")
+    res = ladder.answer("<p>half", "length")
+    assert res.ok and res.raw == "<p>half" and res.finish_reason == "length" and res.attempts == 1
 
 
-def test_gives_up_after_max_retries_unusable_answers():
+def test_after_the_last_retry_the_longest_text_before_a_loop_is_kept():
     ladder = Ladder("x", _profile(max_retries=2))
+    answers = [GOOD + LOOPING, GOOD + GOOD.replace("fine", "finer") + LOOPING, LOOPING]
     verdicts = []
-    for text, finish in ((LOOPING, "stop"), ("<p>half", "length"), (LOOPING, "length")):
+    for text in answers:
         ladder.begin()
-        verdicts.append(ladder.judge(text, finish, 50))
+        verdicts.append(ladder.judge(text, "length", 50))
     assert verdicts == ["retry", "retry", "give_up"]
-    res = ladder.gave_up(LOOPING, 7, 50)
-    assert not res.ok and res.raw == "" and res.finish_reason == "loop" and res.attempts == 3
-    assert res.error == f"gave up after 3 attempts (3 answers unusable); last: {LOOP}"
-    assert res.extra["last_raw"] == LOOPING and res.extra["problems"] == [LOOP, cut_off(50), LOOP]
+    res = ladder.gave_up(answers[-1], 7, 50)
+    assert res.ok and res.finish_reason == "loop" and res.attempts == 3
+    assert res.raw.startswith(GOOD + GOOD.replace("fine", "finer")) and not is_repetition_loop(res.raw)
+    assert res.raw.count("the same words again") == 1
+    assert res.error == "the answer still looped after 2 retries (3 attempts); the text before the loop is kept"
+    assert res.extra["last_raw"] == LOOPING and res.extra["problems"] == [LOOP] * 3
     assert (res.prompt_tokens, res.completion_tokens) == (7, 50)
 
 
-def test_giving_up_on_a_cut_off_answer_says_length():
+def test_a_loop_with_nothing_before_it_leaves_the_page_to_the_fallback():
     ladder = Ladder("x", _profile(max_retries=0))
     ladder.begin()
-    assert ladder.judge("<p>half", "length", 9) == "give_up"
-    res = ladder.gave_up("<p>half")
-    assert res.finish_reason == "length" and res.error.endswith(f"last: {cut_off(9)}")
+    assert ladder.judge(LOOPING, "length", 9) == "give_up"
+    res = ladder.gave_up(LOOPING)
+    assert not res.ok and res.raw == "" and res.finish_reason == "loop"
+    assert res.error.endswith("nothing before the loop to keep")
+
+
+def test_chandra_2_raises_the_retry_temperature_as_its_client_does():
+    ladder = Ladder("x", load_profile("chandra-2").model_copy(update={"max_retries": 6}))
+    temps = []
+    for _ in range(7):
+        ladder.begin()
+        temps.append(ladder.sampling().temperature)
+        ladder.judge(LOOPING, "length", 50)
+    assert temps == [0.0] + [min(0.0 + 0.2 * (r + 1), 0.8) for r in range(6)]  # chandra-ocr 0.2.0's formula
+    assert ladder.sampling().top_p == 0.95
 
 
 def test_ignore_eos_judges_nothing():

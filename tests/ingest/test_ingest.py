@@ -70,14 +70,13 @@ def test_expand_folders_globs_stdin_and_unique_names(tmp_path):
         expand_inputs([str(tmp_path / "nothing*.pdf")])
 
 
-def test_pdf_page_lands_on_patch_grid_at_192_dpi(tmp_path):
+def test_pdf_page_renders_whole_at_192_dpi(tmp_path):
     pdf = helpers.text_pdf(tmp_path / "t.pdf", pages=2)
     info = open_source(str(pdf), None, 10**8)
     assert info.type == "pdf" and info.page_count == 2 and len(info.sha256) == 64
     rp = render_page(str(pdf), "pdf", 1, BUDGET, None, 10**8)
     assert (rp.width, rp.height, rp.unit) == (612.0, 792.0, "pt")
-    assert rp.image_width % 32 == 0 and rp.image_height % 32 == 0
-    assert abs(rp.image_width - 612 * 192 / 72) <= 16  # 192 dpi, no bigger render
+    assert (rp.image_width, rp.image_height) == (1632, 2112)  # 192 dpi, the whole page (as upstream)
     img = Image.open(io.BytesIO(rp.png))
     assert img.size == (rp.image_width, rp.image_height)
     assert img.getextrema() != ((255, 255), (255, 255), (255, 255))  # the text was drawn
@@ -86,13 +85,16 @@ def test_pdf_page_lands_on_patch_grid_at_192_dpi(tmp_path):
 
 def test_sizes_respect_pixel_budget():
     W, H = pdf_target(612 * 4, 792 * 4, BUDGET)  # a poster: capped
-    assert W * H <= BUDGET.max_pixels and W % 32 == 0 and H % 32 == 0
-    W, H = pdf_target(200, 300, BUDGET)  # a small page: short side at least 1024
-    assert min(W, H) >= 1024 - 32
-    W, H = image_target(400, 300, BUDGET)  # small image: upscaled
-    assert max(W, H) >= 1536 - 32
+    assert W * H <= BUDGET.max_pixels and abs(W / H - 612 / 792) < 0.01
+    W, H = pdf_target(200, 300, BUDGET)  # a small page: short side 1024
+    assert min(W, H) == 1024
+    W, H = image_target(400, 300, BUDGET)  # small image: upscaled, the short side to 1536
+    assert (W, H) == (2048, 1536)
     W, H = image_target(6000, 4000, BUDGET)  # big photo: scaled down, aspect kept
-    assert W * H <= BUDGET.max_pixels and abs(W / H - 1.5) < 0.05
+    assert W * H <= BUDGET.max_pixels and abs(W / H - 1.5) < 0.01
+    b2 = Budget.from_profile(load_profile("chandra-2"))
+    W, H = pdf_target(612, 792, b2)  # Chandra 2: on its client's 28-px grid
+    assert (W, H) == (1624, 2100)
 
 
 def test_exif_orientation_applied(tmp_path):

@@ -84,7 +84,7 @@ def test_decode_reads_our_pngs_and_any_other_png_the_same_as_pillow():
 
 
 def test_pdf_pages_render_to_the_exact_target_size(tmp_path):
-    """Width and height land on the patch grid (padded white or cropped by a few pixels, never resampled)."""
+    """The whole page at upstream's size: nothing padded or cropped (the server snaps it to its grid)."""
     from reportlab.pdfgen import canvas
 
     from ocrserve.ingest.raster import Budget, pdf_page_pixels, pdf_target
@@ -102,7 +102,7 @@ def test_pdf_pages_render_to_the_exact_target_size(tmp_path):
     for i, (w, h) in enumerate(sizes):
         a, pw, ph = pdf_page_pixels(str(pdf), i, budget)
         W, H = pdf_target(pw, ph, budget)
-        assert a.shape == (H, W, 3) and a.dtype.name == "uint8" and (W % 32, H % 32) == (0, 0)
+        assert a.shape == (H, W, 3) and a.dtype.name == "uint8"
         assert a[-60, 60].tolist() == [255, 0, 0]  # the red square at the bottom left is where it belongs
         assert a[0, 0].tolist() == [255, 255, 255]
 

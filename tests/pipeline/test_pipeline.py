@@ -79,18 +79,55 @@ def test_the_request_is_what_the_model_expects(tmp_path, standin):
     pdf = helpers.text_pdf(tmp_path / "one.pdf", pages=1)
     ocrserve.convert(pdf, server=standin.url, engine="openai")
     st = standin.stats()
-    assert st["last"]["prompt"] == ocrserve.load_profile("chandra-1").prompt  # byte for byte
+    assert st["last"]["prompt"] == ocrserve.load_profile("chandra-2").prompt  # the default profile, byte for byte
     assert st["last"]["sampling"]["temperature"] == 0.0 and st["last"]["sampling"]["top_p"] == 0.1
 
 
-def test_retries_connection_errors_and_loops(tmp_path, standin):
+def test_retries_connection_errors_and_loops_and_keeps_a_cut_off_answer(tmp_path, standin):
     standin.control(default_plan=["500", "drop", "loop", "cutoff"])
     pdf = helpers.text_pdf(tmp_path / "flaky.pdf", pages=3)
     (doc,) = ocrserve.convert(pdf, server=standin.url, engine="openai", fallback=False)
     for p in doc.pages:
-        assert p.status == "ok" and p.attempts == 5
+        assert p.status == "ok" and p.attempts == 4 and p.truncated and not p.looped
         assert any(b.label == "Section-Header" for b in p.blocks)
-    assert standin.stats()["total_requests"] == 15
+        assert p.blocks[-1].truncated
+    assert standin.stats()["total_requests"] == 12
+    assert doc.metadata.pages_truncated == 3 and doc.metadata.pages == 3
+
+
+def test_a_cut_off_answer_makes_one_request_and_keeps_the_models_blocks(tmp_path, standin):
+    standin.control(default_plan=["cutoff"])
+    pdf = helpers.text_pdf(tmp_path / "dense.pdf", pages=1)
+    out = tmp_path / "out"
+    (doc,) = ocrserve.convert(pdf, output_dir=out, server=standin.url, engine="openai")
+    assert standin.stats()["total_requests"] == 1
+    (p,) = doc.pages
+    assert p.status == "ok" and p.engine == "openai" and p.truncated and p.attempts == 1
+    assert p.blocks and all(b.origin == "engine" for b in p.blocks)
+    data = json.loads((out / "dense" / "dense.json").read_text())
+    assert data["pages"][0]["truncated"] is True and data["metadata"]["pages_truncated"] == 1
+
+
+def test_a_page_that_still_loops_keeps_the_model_text_and_lite_fills_in_the_rest(tmp_path, standin):
+    """The loop's page: the model's first block and its text before the loop are kept; lite adds only blocks
+    where the model wrote nothing, marked origin=fallback; the JSON says so."""
+    standin.control(default_plan=["loop"] * 10)
+    pdf = helpers.text_pdf(tmp_path / "loopy.pdf", pages=1, title="Loopy")
+    profile = ocrserve.load_profile("chandra-1").model_copy(update={"max_retries": 1})
+    (doc,) = ocrserve.convert(pdf, server=standin.url, engine="openai", model=profile)
+    assert standin.stats()["total_requests"] == 2
+    (p,) = doc.pages
+    assert p.status == "ok" and p.looped and "still looped" in p.error
+    model_blocks = [b for b in p.blocks if b.origin == "engine"]
+    assert model_blocks[0].label == "Section-Header" and model_blocks[-1].text.count("the same words again") == 1
+    for b in (b for b in p.blocks if b.origin == "fallback"):  # lite's blocks lie outside the model's
+        for m in model_blocks:
+            ix = min(b.bbox[2], m.bbox[2]) - max(b.bbox[0], m.bbox[0])
+            iy = min(b.bbox[3], m.bbox[3]) - max(b.bbox[1], m.bbox[1])
+            area = (b.bbox[2] - b.bbox[0]) * (b.bbox[3] - b.bbox[1])
+            assert ix <= 0 or iy <= 0 or ix * iy < 0.5 * area
+    assert doc.metadata.pages_looped == 1 and doc.metadata.blocks_fallback == sum(
+        b.origin == "fallback" for b in p.blocks)
 
 
 def test_unreadable_page_is_rescued_by_lite_and_marked(tmp_path, standin):

@@ -1,0 +1,179 @@
+"""The image the model sees, held against Chandra's own client (`chandra-ocr` 0.1.8 for Chandra 1, 0.2.0
+for Chandra 2) on a generated corpus of page and image kinds: the pixels ocrserve sends must equal the
+pixels upstream sends (so the server's resize to its patch grid gives the model the same input), for
+every profile. Where ocrserve differs on purpose, the test says so and checks the difference:
+
+- EXIF orientation is applied (upstream sends a phone photo as stored, often sideways): ocrserve's image
+  equals upstream's made from the upright photo;
+- every TIFF frame is a page (upstream reads the first): frame 0 equals upstream's;
+- 16-bit gray is scaled to 8 bits (Pillow's convert("RGB") clips it to white for upstream).
+"""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pytest
+from PIL import Image, ImageDraw
+
+from ocrserve.imagesize import Budget, server_size
+from ocrserve.ingest.raster import forget, open_source, render_page
+from ocrserve.profiles import load_profile
+from tests.support.upstream import RELEASE, client
+
+PROFILES = ("chandra-1", "chandra-2")
+
+# PDF page sizes in points: Letter, Legal, A3/A4/A5 both ways, Tabloid, 16:9 slides, a receipt strip,
+# a tiny label, a poster
+PAGES = {
+    "letter": (612, 792), "legal": (612, 1008), "a4": (595.28, 841.89), "a4-landscape": (841.89, 595.28),
+    "a3": (841.89, 1190.55), "a3-landscape": (1190.55, 841.89), "a5": (419.53, 595.28),
+    "a5-landscape": (595.28, 419.53), "tabloid": (792, 1224), "slide": (960, 540), "receipt": (226.77, 1133.86),
+    "label": (144, 72), "poster": (1684, 2384),
+}
+
+
+def _pdf(path, size, edge_text=True):
+    from reportlab.lib.colors import black
+    from reportlab.pdfgen import canvas
+
+    w, h = size
+    c = canvas.Canvas(str(path), pagesize=size)
+    c.setFont("Helvetica", 9)
+    c.drawString(36, h - 40, "Heading of the page")
+    for i in range(8):
+        c.drawString(36, h - 70 - 14 * i, f"line {i}: the quick brown fox jumps over the lazy dog {i * 7}")
+    c.rect(36, 36, w - 72, 40)
+    if edge_text:  # text at the very edge of the page: it must reach the model
+        c.setFillColor(black)
+        c.drawString(2, 1, "bottom-edge footer text")
+        c.drawString(w - 60, h - 8, "top-right")
+        c.rect(0, 0, w, h, stroke=1, fill=0)
+    c.showPage()
+    c.save()
+    return path
+
+
+def _ours(path, profile):
+    prof = load_profile(profile)
+    info = open_source(str(path), None, 10**9)
+    pages = []
+    for i in range(info.page_count):
+        rp = render_page(str(path), info.type, i, Budget.from_profile(prof), None, 10**9)
+        pages.append(np.asarray(Image.open(io.BytesIO(rp.png)).convert("RGB")))
+    forget(str(path))
+    return pages
+
+
+def _upstream(path, profile, pdf):
+    up = client(RELEASE[profile])
+    images = up.input.load_pdf_images(str(path), []) if pdf else [up.input.load_image(str(path))]
+    return [np.asarray(up.util.scale_to_fit(im).convert("RGB")) for im in images]
+
+
+def _same(ours: np.ndarray, theirs: np.ndarray, what: str) -> None:
+    assert ours.shape == theirs.shape, f"{what}: ocrserve sends {ours.shape[1]}x{ours.shape[0]}, upstream " \
+                                       f"{theirs.shape[1]}x{theirs.shape[0]}"
+    assert np.array_equal(ours, theirs), f"{what}: same size, different pixels " \
+                                         f"(max diff {np.abs(ours.astype(int) - theirs.astype(int)).max()})"
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("kind", sorted(PAGES))
+def test_pdf_pages_reach_the_model_as_upstream_sends_them(tmp_path, profile, kind):
+    path = _pdf(tmp_path / f"{kind}.pdf", PAGES[kind])
+    ours, theirs = _ours(path, profile), _upstream(path, profile, pdf=True)
+    _same(ours[0], theirs[0], f"{profile} {kind}")
+    # the whole page: nothing cropped or padded (the edge text's dark pixels reach the bottom rows)
+    assert (ours[0][-3:] < 128).any() and (ours[0][:, :3] < 128).any()
+
+
+def _scan(size, mode="RGB"):
+    w, h = size
+    img = Image.new("RGB", size, (250, 250, 245))
+    d = ImageDraw.Draw(img)
+    for y in range(10, h - 10, max(12, h // 40)):
+        d.line([(10, y), (w - 10 - (y * 7) % (w // 3 + 1), y)], fill=(20, 20, 20), width=2)
+    d.rectangle([0, 0, w - 1, h - 1], outline=(0, 0, 0))
+    rng = np.random.default_rng(w * 7 + h)
+    a = np.asarray(img).astype(int) + rng.integers(-12, 12, (h, w, 3))
+    out = Image.fromarray(np.clip(a, 0, 255).astype(np.uint8), "RGB")
+    return out if mode == "RGB" else out.convert(mode)
+
+
+# name: (size, mode, format) — scans at 150/200/300 dpi (Letter), screenshots, small images, long strips,
+# gray, CMYK, palette, alpha
+IMAGES = {
+    "scan-150dpi": ((1275, 1650), "RGB", "PNG"), "scan-200dpi": ((1700, 2200), "L", "PNG"),
+    "scan-300dpi": ((2550, 3300), "RGB", "JPEG"), "screenshot-1080p": ((1920, 1080), "RGB", "PNG"),
+    "screenshot-1440p": ((2560, 1440), "RGB", "WEBP"), "small-800x600": ((800, 600), "RGB", "PNG"),
+    "tiny-120x40": ((120, 40), "RGB", "PNG"), "strip-3000x200": ((3000, 200), "RGB", "PNG"),
+    "strip-300x6000": ((300, 6000), "RGB", "PNG"), "cmyk": ((1200, 1600), "CMYK", "JPEG"),
+    "palette": ((1000, 700), "P", "GIF"), "alpha": ((900, 1300), "RGBA", "PNG"),
+    "gray-alpha": ((1600, 1000), "LA", "PNG"), "bmp": ((1024, 768), "RGB", "BMP"),
+}
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("name", sorted(IMAGES))
+def test_images_reach_the_model_as_upstream_sends_them(tmp_path, profile, name):
+    size, mode, fmt = IMAGES[name]
+    path = tmp_path / f"{name}.{fmt.lower()}"
+    _scan(size, mode).save(path, format=fmt, **({"quality": 90} if fmt in ("JPEG", "WEBP") else {}))
+    _same(_ours(path, profile)[0], _upstream(path, profile, pdf=False)[0], f"{profile} {name}")
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_exif_rotation_is_applied_on_purpose(tmp_path, profile):
+    """Deliberate: a phone photo stored sideways with EXIF orientation 6 reaches the model upright; upstream
+    ignores the tag. ocrserve's image equals upstream's for the same photo stored upright."""
+    upright = _scan((1200, 1600))
+    stored = upright.transpose(Image.Transpose.ROTATE_90)  # orientation 6: rotate 270 (CW 90) to view
+    exif = Image.Exif()
+    exif[0x0112] = 6
+    path, plain = tmp_path / "phone.jpg", tmp_path / "upright.png"
+    stored.save(path, format="JPEG", quality=95, exif=exif)
+    Image.open(path).transpose(Image.Transpose.ROTATE_270).save(plain)  # the decoded photo, viewed upright
+    ours = _ours(path, profile)[0]
+    _same(ours, _upstream(plain, profile, pdf=False)[0], f"{profile} EXIF-rotated photo")
+    assert ours.shape[0] > ours.shape[1]  # portrait, as the photo is viewed; upstream's is landscape
+    assert _upstream(path, profile, pdf=False)[0].shape[1] > _upstream(path, profile, pdf=False)[0].shape[0]
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_tiff_frame_is_a_page_on_purpose(tmp_path, profile):
+    path = tmp_path / "fax.tiff"
+    frames = [_scan((1700, 2200), "L"), _scan((1600, 2100), "L")]
+    frames[0].save(path, format="TIFF", save_all=True, append_images=frames[1:])
+    ours = _ours(path, profile)
+    assert len(ours) == 2  # upstream converts the first frame only
+    _same(ours[0], _upstream(path, profile, pdf=False)[0], f"{profile} TIFF frame 0")
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_sixteen_bit_gray_is_scaled_not_clipped_on_purpose(tmp_path, profile):
+    a = np.tile(np.linspace(0, 65535, 1600).astype(np.uint16), (1800, 1))
+    path = tmp_path / "gray16.png"
+    Image.fromarray(a).save(path)
+    theirs = _upstream(path, profile, pdf=False)[0]
+    ours = _ours(path, profile)[0]
+    assert ours.shape == theirs.shape
+    assert theirs.mean() > 250  # upstream's: nearly all white (values above 255 clip)
+    assert 100 < ours.mean() < 155  # ours: the gradient, 0..255
+    assert ours[:, :20].mean() < 20 and ours[:, -20:].mean() > 235
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_server_resize_then_gives_the_model_the_same_input(profile):
+    """What the vision tower sees: the server's smart_resize of the sent image, on its 32-px grid, within the
+    profile's server bounds (Chandra 2: upstream's launcher's min/max_pixels)."""
+    b = Budget.from_profile(load_profile(profile))
+    for w, h in ((1632, 2112), (1588, 2246), (2752, 1536), (28, 28), (3000, 200)):
+        W, H = server_size(w, h, b)
+        assert W % 32 == 0 and H % 32 == 0 and W * H <= b.server_max_pixels
+        assert abs(W / H - w / h) / (w / h) < 0.25 or min(w, h) < 64
+    # an A4 page at 192 dpi: upstream and ocrserve send 1588x2246; the server makes it 1600x2240
+    assert server_size(1588, 2246, b) == (1600, 2240)
+    assert math.isclose(server_size(1632, 2112, b)[0] / 1632, 1.0)
