@@ -111,6 +111,7 @@ PROFILES: dict[str, Profile] = {
         prompt_vars={"bbox_scale": "1024"},
         bbox_scale=1024,
         bbox_format="list",
+        sampling=Sampling(max_tokens=8192),  # chandra-ocr 0.1.8's MAX_OUTPUT_TOKENS (0.2.0 raised it to 12384)
     ),
     "chandra-2": Profile(
         name="chandra-2",
