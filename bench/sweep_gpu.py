@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.spec:
         spec = load_spec(a.spec)
     elif a.scaling:
-        spec = SweepSpec(configs=[SweepConfig(name="base")])
+        spec = SweepSpec(configs=[SweepConfig(name="base", profile="chandra-1")])  # the model: $CHANDRA1_SHAPE
     else:
         ap.error("give --spec or --scaling")
     if a.scaling:

@@ -55,9 +55,9 @@ class SweepConfig(BaseModel):
     name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
     model: str | None = Field(None, description="model folder ($VARS expanded); default: the sweep's --model")
     tokenizer_from: str | None = Field(None, description="folder whose tokenizer files complete a configs-only model folder")
-    profile: str = "chandra-1"
+    profile: str = "chandra-2"
     memory: Literal["lean", "max"] = "lean"
-    quantization: Literal["fp8", "none"] = "fp8"
+    quantization: Literal["fp8", "none"] = "none"
     concurrency: int = Field(128, ge=1, description="pages a replica is sized for (ocrserve serve --concurrency)")
     client_concurrency: int | None = Field(None, ge=1, description="requests in flight per endpoint (default: concurrency)")
     max_num_batched_tokens: int | None = Field(None, ge=256)

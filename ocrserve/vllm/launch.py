@@ -17,8 +17,21 @@ pixel budget (so the profiler and the encoder cache size for 6,144-token pages, 
 model length from the page budget, batched tokens and sequences from the plan, and 8 API renderer
 threads (`--renderer-num-workers`: with vLLM's default of one, the API server's image preprocessing
 capped vision + prefill at 4.9 pages/s on an H200; with 8 the GPU's 6.8 shows, same memory:
-bench/results/gpu-h200/sweep-2026-12-03c). Unknown flags pass
-through after `--` and win over ours (the last occurrence of a flag is the one vLLM keeps).
+bench/results/gpu-h200/sweep-2026-12-03c). Then the profile's `server_args`: what the model's own
+launcher passes that can change the output (Chandra 2, as chandra-ocr 0.2.0's chandra/scripts/vllm.py:
+`--dtype bfloat16` and `--mm-processor-kwargs {"min_pixels":3136,"max_pixels":6291456}`, which replaces
+ocrserve's own). Unknown flags pass through after `--` and win over ours (the last occurrence of a
+flag is the one vLLM keeps).
+
+Against that launcher, for Chandra 2: matched are bf16 (no --quantization unless asked), the
+processor's pixel bounds, `--served-model-name chandra`, prefix caching on, CUDA graphs on
+(--no-enforce-eager), no --chat-template (the checkpoint's own) and no speculative decoding (its
+--mtp is off by default). Not matched: its docker image (vllm/vllm-openai:v0.17.0; here the vLLM
+installed), and the sizes it scales by GPU type (--max-num-seqs 64, --max-num-batched-tokens 8192,
+--gpu-memory-utilization 0.85 on an H100), which here come from the memory plan and change no answer;
+and its --max-model-len 18000, which can leave the largest pages (up to 6,144 image tokens) a little
+less than the 12,384-token output budget, where the plan's longest sequence fits every page's image,
+prompt and full budget.
 """
 
 from __future__ import annotations
@@ -93,10 +106,11 @@ def _split_bin(vllm_bin: str) -> list[str]:
 
 
 def _ocr_flags(opts: ServeOptions, profile: Profile, plan: ServePlan) -> list[str]:
+    own_mm = "--mm-processor-kwargs" in profile.server_args
     flags = [
         "--served-model-name", opts.served_model_name,
         "--limit-mm-per-prompt", json.dumps({"image": 1, "video": 0}, separators=(",", ":")),
-        "--mm-processor-kwargs", json.dumps({"max_pixels": profile.max_pixels}, separators=(",", ":")),
+        *([] if own_mm else ["--mm-processor-kwargs", json.dumps({"max_pixels": profile.max_pixels}, separators=(",", ":"))]),
         "--mm-processor-cache-gb", f"{opts.mm_processor_cache_gb:g}",
         # retries re-send the same page: the prefix cache turns their prefill into a lookup
         "--enable-prefix-caching" if opts.prefix_caching else "--no-enable-prefix-caching",
@@ -108,7 +122,7 @@ def _ocr_flags(opts: ServeOptions, profile: Profile, plan: ServePlan) -> list[st
         flags += ["--enforce-eager"]
     if opts.renderer_workers:
         flags += ["--renderer-num-workers", str(opts.renderer_workers)]
-    return flags
+    return flags + list(profile.server_args)
 
 
 RENDERER_WORKERS_SINCE = (0, 26)  # the vLLM the flag was measured with (bench/results/gpu-h200/sweep-2026-12-03c)

@@ -13,9 +13,13 @@ Token budget of one page (Chandra on Qwen-VL patch grids):
     on average far fewer (a dense page is ~1,000-1,500 tokens), which is what the KV plan uses.
 
 The KV cache of one token is 2 (K and V) x decoder layers x KV heads x head dim x dtype bytes.
-Weights: the decoder's linear layers shrink to 1 byte a parameter with fp8; embeddings, LM head and
-the vision tower stay bf16 (what vLLM's online fp8 does: 16.8 GiB bf16 -> 10.0 GiB fp8 measured
-for Chandra 1).
+Precision: bf16 by default, what Chandra is published and evaluated in. `--quantization fp8` (vLLM's
+online fp8: weights and KV cache) changes the model's output and only saves memory: the decoder's
+linear layers shrink to 1 byte a parameter, embeddings, LM head and the vision tower stay bf16
+(16.8 GiB bf16 -> 10.0 GiB fp8 measured for Chandra 1), the KV cache halves.
+
+`ocrserve serve` sizes the lean plan for 128 pages in flight, or for as many as fit in 90% of the
+card when 128 do not (`fitting_concurrency`); a --concurrency given is planned as asked.
 """
 
 from __future__ import annotations
@@ -44,8 +48,10 @@ CHARS_PER_TOKEN = 4
 RUNTIME_OVERHEAD_GIB = 1.5
 # CUDA graphs captured for decode batch sizes up to max_num_seqs (torch.compile piecewise graphs)
 CUDA_GRAPH_GIB = 1.0
-# fraction of the card `--memory max` takes (vLLM's default)
+# fraction of the card `--memory max` takes (vLLM's default); also what an automatic lean plan may fill
 MAX_UTILIZATION = 0.9
+# pages in flight a replica is sized for unless told otherwise
+DEFAULT_CONCURRENCY = 128
 
 
 class GPU(BaseModel):
@@ -279,7 +285,7 @@ def activation_gib(shape: ModelShape, batched_tokens: int, max_image_tokens: int
 
 
 def plan_replica(profile: Profile, shape: ModelShape, gpu_memory_gib: float, *, memory: Literal["lean", "max"] = "lean",
-                 quantization: Literal["fp8", "none"] = "fp8", concurrency: int = 128,
+                 quantization: Literal["fp8", "none"] = "none", concurrency: int = DEFAULT_CONCURRENCY,
                  expected_output_tokens: int = 1024, max_output_tokens: int | None = None,
                  max_num_batched_tokens: int | None = None, gpu_memory_utilization: float | None = None,
                  weight_share: float = 1.0) -> ServePlan:
@@ -311,8 +317,10 @@ def plan_replica(profile: Profile, shape: ModelShape, gpu_memory_gib: float, *, 
     if kv_bytes <= 0 or fixed + kv_bytes / GIB > gpu_memory_gib:
         need = fixed + max(kv_bytes, 0) / GIB
         raise ValueError(
-            f"the {memory} plan needs {need:.1f} GiB but the GPU has {gpu_memory_gib:.1f} GiB: lower --concurrency, "
-            f"use --quantization fp8, or more GPUs"
+            f"the {memory} plan ({'fp8' if fp8 else 'bf16'}) needs {need:.1f} GiB but the GPU has "
+            f"{gpu_memory_gib:.1f} GiB: lower --concurrency, "
+            + ("" if fp8 else "use --quantization fp8 (quantized weights and KV cache: it changes the output), ")
+            + "or more GPUs"
         )
     if kv_bytes < budget.max_model_len * kv_per_tok:
         raise ValueError(
@@ -325,3 +333,23 @@ def plan_replica(profile: Profile, shape: ModelShape, gpu_memory_gib: float, *, 
         max_num_seqs=concurrency, max_num_batched_tokens=batched, planned_tokens_per_page=budget.planned_tokens,
         max_image_tokens=budget.max_image_tokens, gpu_memory_utilization=util, linear_state_bytes=state,
     )
+
+
+def fitting_concurrency(profile: Profile, shape: ModelShape, gpu_memory_gib: float, *,
+                        wanted: int = DEFAULT_CONCURRENCY, utilization: float = MAX_UTILIZATION, **plan_kw) -> int:
+    """The most pages in flight, at most `wanted`, whose lean plan fits in `utilization` of the GPU;
+    0 when not even one page does. `plan_kw`: plan_replica's other options (quantization, ...)."""
+    def fits(c: int) -> bool:
+        try:
+            plan_replica(profile, shape, gpu_memory_gib * utilization, memory="lean", concurrency=c, **plan_kw)
+            return True
+        except ValueError:
+            return False
+
+    if fits(wanted):
+        return wanted
+    lo, hi = 0, wanted  # lo fits (or is 0), hi does not: memory grows with the pages in flight
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo

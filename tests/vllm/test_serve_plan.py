@@ -29,7 +29,7 @@ def test_page_budget_from_pixel_budget():
     assert b.max_image_tokens == C1.max_pixels // 32**2 == 6144
     assert 300 < b.prompt_tokens < 800
     assert b.max_output_tokens == C1.sampling.max_tokens
-    assert b.max_model_len >= 6144 + b.prompt_tokens + 12384 and b.max_model_len % 256 == 0
+    assert b.max_model_len >= 6144 + b.prompt_tokens + C1.sampling.max_tokens and b.max_model_len % 256 == 0
     assert b.typical_image_tokens < b.max_image_tokens
 
 
@@ -71,16 +71,20 @@ def test_max_plan_takes_90_percent():
 
 def test_lean_kv_scales_with_concurrency_and_dtype():
     a = plan_replica(C1, S1, H200, concurrency=32)
-    b = plan_replica(C1, S1, H200, concurrency=128)
-    assert b.kv_cache_bytes > 3.5 * a.kv_cache_bytes
-    bf = plan_replica(C1, S1, H200, concurrency=128, quantization="none")
-    assert bf.kv_cache_bytes == pytest.approx(2 * b.kv_cache_bytes, rel=0.01)
-    assert bf.weights_gib > b.weights_gib
+    bf = plan_replica(C1, S1, H200, concurrency=128)
+    assert bf.quantization == "none" and "--quantization" not in bf.vllm_args()  # bf16 unless asked
+    assert bf.kv_cache_bytes > 3.5 * a.kv_cache_bytes
+    f8 = plan_replica(C1, S1, H200, concurrency=128, quantization="fp8")
+    assert bf.kv_cache_bytes == pytest.approx(2 * f8.kv_cache_bytes, rel=0.01)
+    assert bf.weights_gib > f8.weights_gib
 
 
 def test_plan_too_big_for_gpu_is_clear_error():
-    with pytest.raises(ValueError, match="GiB but the GPU has 24.0 GiB"):
+    with pytest.raises(ValueError, match=r"GiB but the GPU has 24.0 GiB: lower --concurrency, use --quantization fp8"):
         plan_replica(C1, S1, 24.0, concurrency=512, quantization="none")
+    with pytest.raises(ValueError, match="GiB but the GPU has 24.0 GiB") as e:
+        plan_replica(C1, S1, 24.0, concurrency=512, quantization="fp8")
+    assert "--quantization fp8" not in str(e.value)
 
 
 def test_shape_from_model_folder(tmp_path: Path):
@@ -182,6 +186,20 @@ def test_epd_encoder_decoder_and_proxy():
     assert _flag(proxy.argv, "--encoders") == enc.url
     assert _flag(proxy.argv, "--decoders").split(",") == [p.url for p in layout.processes if p.role == "decoder"]
     assert len({p.port for p in layout.processes}) == 4
+
+
+def test_chandra2_gets_its_launchers_server_flags_once():
+    """chandra-ocr 0.2.0's launcher: --dtype bfloat16 and the processor's pixel bounds (which replace ocrserve's
+    own --mm-processor-kwargs), after ocrserve's flags and before the flags given after `--`."""
+    plan = plan_replica(C2, ModelShape.from_profile(C2), H200)
+    for parallel, gpus in [("dp", (0,)), ("tp", (0, 1)), ("epd", (0, 1))]:
+        opts = ServeOptions(model=C2.checkpoint, gpus=list(gpus), parallel=parallel, extra_args=["--dtype", "auto"])
+        for p in build_layout(opts, C2, plan).processes:
+            if p.role == "proxy":
+                continue
+            assert json.loads(_flag(p.argv, "--mm-processor-kwargs")) == {"min_pixels": 3136, "max_pixels": 6291456}
+            assert p.argv.count("--dtype") == 2 and p.argv[-2:] == ["--dtype", "auto"]  # ours, then the user's
+            assert "--quantization" not in p.argv
 
 
 def test_epd_needs_two_gpus():
