@@ -17,7 +17,8 @@ the batch size and the page size in the error.
 Inputs are prepared from the checkpoint's tokenizer (chat template: one user turn, the image, then
 the profile's prompt byte for byte) and image processor, expanding the image placeholder to the
 image's token count as the Qwen-VL processors do. `AutoProcessor` is not used: for Qwen3-VL it
-insists on a video processor, which needs torchvision, and the engine only ever sends images.
+insists on a video processor, which needs torchvision, and the engine only ever sends images. An
+answer ends at the generation config's end-of-sequence ids or `<|im_end|>` (hf_load.stop_token_ids).
 """
 
 from __future__ import annotations
@@ -36,11 +37,11 @@ from ocrserve.engines.base import DeltaCallback, Engine, EngineError, EngineResu
 from ocrserve.engines.deltas import ThreadDeltas
 from ocrserve.engines.hf_generate import Generated, HFGeneration, Request
 from ocrserve.engines.hf_load import (
-    IMAGE_TOKEN, as_list, import_torch, model_class, read_chat_template, resolve_checkpoint, resolve_device,
-    resolve_dtype,
+    IMAGE_TOKEN, import_torch, model_class, read_chat_template, resolve_checkpoint, resolve_device, resolve_dtype,
+    stop_token_ids,
 )
 from ocrserve.engines.policy import Ladder
-from ocrserve.profiles import Profile, Sampling
+from ocrserve.profiles import Profile, Sampling, load_profile
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +77,7 @@ class HFEngine(HFGeneration, Engine):
         if batch_size < 1:
             raise EngineError(f"batch_size must be at least 1, got {batch_size}")
         torch = import_torch()
-        self.profile = profile
+        self.profile = load_profile(profile)
         self.settings = settings
         self.checkpoint = checkpoint or profile.checkpoint
         self.device = resolve_device(device)
@@ -146,8 +147,7 @@ class HFEngine(HFGeneration, Engine):
         self._forward_takes = set(inspect.signature(self.model.forward).parameters)
 
         gen = getattr(self.model, "generation_config", None)
-        eos = as_list(getattr(gen, "eos_token_id", None)) + as_list(self.tokenizer.eos_token_id)
-        self.eos_ids = sorted(set(eos))
+        self.eos_ids = stop_token_ids(gen, self.tokenizer)  # with <|im_end|>, as chandra-ocr 0.2.0
         pad = self.tokenizer.pad_token_id
         if pad is None:
             pad = getattr(gen, "pad_token_id", None)

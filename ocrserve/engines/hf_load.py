@@ -144,6 +144,19 @@ def as_list(value) -> list[int]:
     return [int(value)]
 
 
+END_OF_TURN = "<|im_end|>"
+
+
+def stop_token_ids(generation_config, tokenizer) -> list[int]:
+    """The ids an answer ends at: the generation config's end-of-sequence ids, the tokenizer's, and
+    `<|im_end|>` where the tokenizer has it. The model closes its turn with `<|im_end|>` while a generation
+    config may name only `<|endoftext|>` (Chandra 2's): chandra-ocr 0.2.0's transformers path adds it too."""
+    ids = as_list(getattr(generation_config, "eos_token_id", None)) + as_list(tokenizer.eos_token_id)
+    if END_OF_TURN in tokenizer.get_vocab():
+        ids.append(int(tokenizer.convert_tokens_to_ids(END_OF_TURN)))
+    return sorted(set(ids))
+
+
 def read_chat_template(folder: Path) -> str | None:
     jinja = folder / "chat_template.jinja"
     if jinja.is_file():

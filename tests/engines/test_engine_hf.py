@@ -544,3 +544,36 @@ async def test_chandra2_architecture_runs_batches_end_to_end(tiny_qwen35_dir):
         assert r.ok and r.completion_tokens == 12 and r.prompt_tokens > 0
         page = parse_output(r.raw, load_profile("chandra-2"), p.image.size, unit="px")  # whatever it wrote
         assert page.index == 0
+
+
+@pytest.mark.parametrize("arch", ["qwen3_vl", "qwen3_5"])
+async def test_im_end_stops_an_answer_when_the_generation_config_names_only_endoftext(
+        arch, tiny_model_dir, tiny_qwen35_dir, tmp_path):
+    """Chandra 2's generation config ends answers at <|endoftext|> alone while the model closes its turn with
+    <|im_end|>: as chandra-ocr 0.2.0's transformers path, the engine adds <|im_end|> to the stop ids generate() gets."""
+    src = tiny_model_dir if arch == "qwen3_vl" else tiny_qwen35_dir
+    folder = tmp_path / "model"
+    shutil.copytree(src, folder)
+    tok = transformers.AutoTokenizer.from_pretrained(src)
+    im_end, endoftext = tok.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])
+    for name, key, value in [("generation_config.json", "eos_token_id", endoftext),
+                             ("tokenizer_config.json", "eos_token", "<|endoftext|>")]:
+        data = json.loads((folder / name).read_text())
+        data[key] = value
+        (folder / name).write_text(json.dumps(data))
+    profile = load_profile("chandra-1" if arch == "qwen3_vl" else "chandra-2").model_copy(update={"max_retries": 0})
+    eng = HFEngine(profile, checkpoint=str(folder), device="cpu", batch_size=1, max_tokens=4)
+    seen: list[list[int]] = []
+    original = eng.model.generate
+
+    def generate(**kwargs):
+        seen.append(list(kwargs["generation_config"].eos_token_id))
+        return original(**kwargs)
+
+    eng.model.generate = generate
+    try:
+        assert eng.model.generation_config.eos_token_id == endoftext and eng.tokenizer.eos_token_id == endoftext
+        await eng.ocr(_page(0))
+    finally:
+        await eng.aclose()
+    assert seen and all(im_end in ids and endoftext in ids for ids in seen), seen
