@@ -168,6 +168,12 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="redo documents that are already complete"),
         no_fallback: bool = typer.Option(False, "--no-fallback", help="do not rescue failed pages with the lite engine"),
         keep_headers_footers: bool = typer.Option(False, "--keep-headers-footers", help="keep page headers/footers in Markdown"),
+        paginate: bool = typer.Option(
+            False, "--paginate", help="page separators in the Markdown: a line {N} + 48 dashes before each page "
+                                      "but the first, N its 0-based page index (as chandra's --paginate_output)"),
+        no_images: bool = typer.Option(
+            False, "--no-images", help="no figure crops (images/ stays empty) and no image lines in the Markdown; "
+                                       "a figure keeps its description as text"),
         formats: Optional[list[str]] = typer.Option(
             None, "--format",
             help="output files, repeatable or a comma list: md, html, json, pdf (searchable PDF), chunks "
@@ -199,6 +205,7 @@ def register(app: typer.Typer) -> None:
             options = ConvertOptions.build(
                 engine=engine, model=model, output=output, pages=pages, password=password, force=force,
                 fallback=False if no_fallback else None, keep_headers_footers=keep_headers_footers or None,
+                paginate=paginate, figures=not no_images,
                 concurrency=concurrency, render_workers=render_workers, server=server, api_key=api_key,
                 served_model=served_model, checkpoint=checkpoint, device=device, batch_size=batch_size,
                 max_tokens=max_tokens, ignore_eos=ignore_eos, static_cache=compile_, formats=formats or None,

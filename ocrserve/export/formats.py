@@ -39,15 +39,18 @@ def parse_formats(value: str | Iterable[str] | None) -> tuple[str, ...]:
 
 def render_format(doc: Document, fmt: str, source_path: str | Path | None = None, *,
                   keep_headers_footers: bool = False, password: str | None = None,
-                  title: str | None = None, **options: Any) -> tuple[bytes, str]:
+                  title: str | None = None, paginate: bool = False, images: bool = True,
+                  **options: Any) -> tuple[bytes, str]:
     """The Document in format `fmt` as (bytes, media type).
 
-    pdf needs the source document (source_path, default doc.source.path; password for an
+    md: paginate (a `{N}` + 48 dashes line before each page but the first), images=False (no image
+    lines); pdf needs the source document (source_path, default doc.source.path; password for an
     encrypted PDF); chunks takes chunk_document's options (max_tokens, tokenizer)."""
     if fmt == "md":
         from ocrserve.render.markdown import render_markdown
 
-        return render_markdown(doc, keep_headers_footers=keep_headers_footers).encode("utf-8"), MEDIA_TYPES[fmt]
+        md = render_markdown(doc, keep_headers_footers=keep_headers_footers, paginate=paginate, images=images)
+        return md.encode("utf-8"), MEDIA_TYPES[fmt]
     if fmt == "html":
         from ocrserve.render.html import render_html
 

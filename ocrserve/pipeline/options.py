@@ -59,6 +59,7 @@ class ConvertOptions(BaseModel):
     fallback: bool | None = None             # rescue failed pages with lite (None: Settings.fallback)
     keep_headers_footers: bool | None = None
     figures: bool = True                     # crop figures into images/
+    paginate: bool = False                   # Markdown: `{N}` + 48 dashes before each page but the first
     keep_raw: bool = False                   # keep the model's raw answer in the JSON
     formats: tuple[Format, ...] = DEFAULT_FORMATS
     concurrency: int | None = Field(None, ge=1)     # pages in flight to the engine

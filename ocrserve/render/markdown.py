@@ -359,8 +359,8 @@ def render_markdown(doc: "Document", *, keep_headers_footers: bool = False, page
         ]
         pages.append("\n\n".join(p for p in parts if p.strip()))
     if paginate:
-        text = "".join((f"\n\n{page.index}{PAGE_RULE}\n\n" if n else "") + md
-                       for n, (page, md) in enumerate(zip(doc.pages, pages)))
+        numbered = [[f"{page.index}{PAGE_RULE}"] * bool(n) + [md] for n, (page, md) in enumerate(zip(doc.pages, pages))]
+        text = "\n\n".join(part for both in numbered for part in both if part.strip())
     else:
         sep = f"\n\n{page_separator}\n\n" if page_separator else "\n\n"
         text = sep.join(p for p in pages if p.strip())
