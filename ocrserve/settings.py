@@ -11,8 +11,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="OCRSERVE_", extra="ignore")
 
-    # model profile name or profile file (chandra-1, chandra-2, path/to/profile.toml)
-    model: str = "chandra-1"
+    # model profile name or profile file (chandra-2, chandra-1, path/to/profile.toml); unset: the model a
+    # server serves (its /v1/models card), else chandra-2, upstream's default
+    model: str | None = None
     # engine: lite (embedded CPU), openai (any OpenAI-compatible server, vLLM), hf (transformers)
     engine: str | None = None
     # base URL of an OpenAI-compatible server, e.g. http://localhost:8000/v1

@@ -65,7 +65,7 @@ def corpus_files(corpus: str | None, synthetic: int | None, work: Path, seed: in
 
 def run_bench(
     *, server: str, corpus: str | None = None, synthetic: int | None = None, modes: list[str] | None = None,
-    model: str = "chandra-1", concurrency: int = 128, plain_batch: int = 28, max_tokens: int = 1024,
+    model: str = "chandra-2", concurrency: int = 128, plain_batch: int = 28, max_tokens: int = 1024,
     ignore_eos: bool = True, api_key: str | None = None, stream_probe: int = 5, gpu_peak_tflops: float | None = None,
     seed: int = 0, command: str | None = None, on_partial=None, stage_pages: int = 40, plain_pages: int | None = None,
 ) -> dict[str, Any]:

@@ -16,7 +16,8 @@ def register(app: typer.Typer) -> None:
         host: str = typer.Option("127.0.0.1", "--host", help="address to listen on"),
         port: int = typer.Option(8080, "--port", help="port to listen on"),
         data_dir: Path = typer.Option(None, "--data-dir", help="jobs database and files (default: OCRSERVE_DATA_DIR)"),
-        model: str = typer.Option(None, "--model", help="model profile: chandra-1, chandra-2 or a profile file"),
+        model: str = typer.Option(None, "--model", help="model profile: chandra-2, chandra-1 or a profile file "
+                                   "(default: OCRSERVE_MODEL, else chandra-2)"),
         api_key: str = typer.Option(None, "--api-key", help="API key of the engine server (not of this API)"),
     ) -> None:
         """Serve the OCR API: /v1/convert (sync, streaming), /v1/jobs, /metrics, /docs and a viewer at /."""

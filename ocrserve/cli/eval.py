@@ -20,7 +20,7 @@ def register(app: typer.Typer) -> None:
         run: bool = typer.Option(False, "--run", help="convert the benchmark PDFs into --candidate first"),
         engine: str = typer.Option(None, "--engine", help="--run: engine (lite, openai, hf)"),
         server: str = typer.Option(None, "--server", help="--run: OpenAI-compatible server URL"),
-        model: str = typer.Option("chandra-1", "--model", help="--run: model profile"),
+        model: str = typer.Option("chandra-2", "--model", help="--run: model profile (chandra-2, chandra-1 or a profile file)"),
         repeats: int = typer.Option(1, "--repeats", min=1, help="--run: conversions per page"),
         force: bool = typer.Option(False, "--force", help="--run: convert again even when files exist"),
         bootstrap_samples: int = typer.Option(1000, "--bootstrap-samples", min=0),

@@ -100,6 +100,7 @@ class ApiProcess:
 
 
 API_ENV = {
+    "OCRSERVE_MODEL": "chandra-1",  # the stand-in answers as Chandra 1 ([x0, y0, x1, y1] of 1024)
     "OCRSERVE_API_KEYS": ",".join(KEYS),
     "OCRSERVE_MAX_UPLOAD_BYTES": str(MAX_UPLOAD),
     "OCRSERVE_MAX_PAGES": str(MAX_PAGES),

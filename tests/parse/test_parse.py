@@ -223,7 +223,7 @@ def test_huge_answer_parses():
 def test_page_size_edge_cases():
     raw = '<div data-bbox="[0, 0, 512, 512]" data-label="Text"><p>x</p></div>'
     for size in [(0, 0), (-5, 10), (float("nan"), float("inf")), None, ("a", "b")]:
-        page = parse_output(raw, page_size=size)  # type: ignore[arg-type]
+        page = parse_output(raw, "chandra-1", page_size=size)  # type: ignore[arg-type]
         assert page.width > 0 and page.height > 0
         assert page.blocks[0].bbox_norm == pytest.approx([0, 0, 0.5, 0.5])
 
