@@ -165,3 +165,27 @@ def load_profile(name_or_path: str | Profile | None = None) -> Profile:
     raise ValueError(
         f"unknown model profile {name_or_path!r}: use one of {sorted(PROFILES)} or a .toml/.json profile file"
     )
+
+
+def served_profile(card: dict, read_config: bool = True) -> Profile | None:
+    """The built-in profile of the model a server lists (a /v1/models card: its `root`, the checkpoint vLLM
+    loaded, and its `id`), or None when it is none of them. A Hub id or a folder named like a profile's
+    checkpoint matches; a local folder (the server on this machine) also by its config.json model_type."""
+    root, name = str(card.get("root") or ""), str(card.get("id") or "")
+    tail = root.rstrip("/").rsplit("/", 1)[-1].lower()
+    for prof in PROFILES.values():  # the served name only as a full Hub id: upstream serves either as "chandra"
+        if prof.checkpoint in (root, name) or (tail and tail == prof.checkpoint.rsplit("/", 1)[-1].lower()):
+            return prof
+    refs = [root, name]
+    if read_config:
+        for ref in refs:
+            cfg = Path(ref) / "config.json" if ref.startswith("/") else None
+            try:
+                model_type = json.loads(cfg.read_text(encoding="utf-8")).get("model_type") if cfg else None
+            except (OSError, ValueError, AttributeError):
+                model_type = None
+            for prof in PROFILES.values():
+                if model_type and model_type == prof.architecture:
+                    return prof
+    return None
+

@@ -40,7 +40,7 @@ from ocrserve.engines.openai_http import (
     parse_retry_after, parse_sse, png_size,
 )
 from ocrserve.engines.policy import Ladder
-from ocrserve.profiles import Profile, load_profile
+from ocrserve.profiles import PROFILES, Profile, load_profile, served_profile
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +73,7 @@ class OpenAIEngine(Engine):
     ) -> None:
         from ocrserve.settings import get_settings
 
+        self.profile_chosen = profile is not None  # else the profile follows what the server serves (preflight)
         self.profile = load_profile(profile)
         self.settings = settings or get_settings()
         self.base_url = normalize_base_url(server or self.settings.server or "")
@@ -180,8 +181,36 @@ class OpenAIEngine(Engine):
                 raise EngineError(f"{self.base_url} serves {ids}, not {self.served_model!r} (--served-model)")
             if not ids:
                 raise EngineError(f"{self.base_url} serves no model")
+            cards = r.json().get("data", [])
+            self.match_profile(next((c for c in cards if c.get("id") == self.served_model), cards[0]))
             return
         raise EngineError(last or f"cannot reach {self.base_url}")
+
+    def match_profile(self, card: dict) -> None:
+        """Check the profile against the model the server lists, before any page is sent: a chosen built-in
+        profile that is not the served model is an EngineError; without a chosen one the served model's
+        profile is taken (the default, chandra-2, when the server's model is none of the known ones)."""
+        served = served_profile(card if isinstance(card, dict) else {})
+        what = card.get("root") or card.get("id") if isinstance(card, dict) else None
+        if served is None:
+            if not self.profile_chosen:
+                log.warning("%s serves %r, which is no known Chandra checkpoint: using the %s profile (--model "
+                            "chooses another)", self.base_url, what, self.profile.name)
+            return
+        if not self.profile_chosen:
+            if served.name != self.profile.name:
+                self.set_profile(served)
+            return
+        if self.profile.name in PROFILES and served.name != self.profile.name:
+            raise EngineError(f"{self.base_url} serves {what} ({served.name}), but the model profile is "
+                              f"{self.profile.name}: pass --model {served.name}, or leave --model out to follow the server")
+
+    def set_profile(self, profile: Profile) -> None:
+        """Speak to the server as `profile` (its prompt, sampling, box format)."""
+        self.profile = profile
+        self._prompt = profile.prompt
+        self._body = BodyTemplate(self._prompt, ignore_eos=self.ignore_eos)
+        log.info("server %s serves %s: profile %s", self.base_url, profile.checkpoint, profile.name)
 
     async def _model(self) -> str:
         if self.served_model:

@@ -44,6 +44,10 @@ class MultiServerEngine(Engine):
         errors = [str(r) for r in results if isinstance(r, BaseException)]
         if errors:
             raise EngineError("; ".join(errors))
+        names = sorted({e.profile.name for e in self.engines})
+        if len(names) > 1:
+            raise EngineError(f"the servers serve different models ({', '.join(names)}): give one model's replicas")
+        self.profile = self.engines[0].profile
 
     async def aclose(self) -> None:
         await asyncio.gather(*(e.aclose() for e in self.engines), return_exceptions=True)

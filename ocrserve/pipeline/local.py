@@ -86,7 +86,8 @@ class Converter:
         self.budget = Budget.from_profile(self.profile)
         self.run_id = uuid.uuid4().hex[:8]
         if engine is None or isinstance(engine, str):
-            self.engine: Engine = create_engine(opts.engine, self.profile, self.settings, **opts.engine_kwargs())
+            # the profile as chosen (None: the default, or what a server serves)
+            self.engine: Engine = create_engine(opts.engine, opts.model, self.settings, **opts.engine_kwargs())
             self._own_engine = True
         else:
             self.engine, self._own_engine = engine, False
@@ -245,7 +246,10 @@ class Converter:
         if self.target is not None:
             self.target.begin_run()
         sources = expand_sources(list(inputs), occupant=self.target.occupant if self.target is not None else None)
-        await self.engine.preflight()  # a server down or a key refused fails the run at once
+        await self.engine.preflight()  # a server down, a key refused or another model fails the run at once
+        if self.engine.profile.name != self.profile.name:  # no profile chosen: the one the server serves
+            self.profile = self.engine.profile
+            self.budget = Budget.from_profile(self.profile)
         self.emit("run_start", documents=len(sources))
         if self.target is not None:
             self.target.prepare()

@@ -123,6 +123,24 @@ _RAY_KEYWORDS = {"address": "address", "engine_actors": "engine_actors", "gpus_p
                  "ray_init": "init"}
 
 
+def _served_profile(model: Any, settings: Settings, options: dict[str, Any]) -> Any:
+    """The profile checked against the server (an EngineError when it serves another model), or, with none
+    chosen, the one it serves: the local run's preflight, before any page is read."""
+    import asyncio
+
+    from ocrserve.engines import create_engine
+
+    async def go():
+        eng = create_engine("openai", model, settings, **options)
+        try:
+            await eng.preflight()
+            return eng.profile
+        finally:
+            await eng.aclose()
+
+    return asyncio.run(go())
+
+
 def run_ray_convert(
     inputs: list[str | Path] | str | Path,
     options: ConvertOptions | None = None,
@@ -149,9 +167,13 @@ def run_ray_convert(
     settings = settings or get_settings()
     opts = options.resolve(settings)
     rayo = opts.ray or RayOptions()
-    profile = load_profile(opts.model)
     name = str(getattr(factory, "name", "custom")) if factory is not None else opts.engine
     engine_options = opts.engine_kwargs()
+    server = str(engine_options.get("server") or settings.server or "")
+    if name == "openai" and factory is None and "{node_ip}" not in server:
+        profile = _served_profile(opts.model, settings, engine_options)  # checked against the server, or its own
+    else:
+        profile = load_profile(opts.model)
     page_filter = parse_page_ranges(opts.pages)
     emit = emitter(on_event)
 

@@ -15,8 +15,6 @@ import asyncio
 import base64
 import io
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
@@ -27,51 +25,11 @@ from ocrserve.imagesize import Budget
 from ocrserve.ingest.raster import forget, render_page
 from ocrserve.pipeline.page import page_input
 from ocrserve.profiles import load_profile
-from tests.ingest.test_fidelity import PAGES, _pdf, _scan
+from tests.support.capture import GOOD, Capture
+from tests.support.pages import PAGES, edge_pdf, scan
 from tests.support.upstream import RELEASE, client
 
-GOOD = '<div data-bbox="10 10 500 60" data-label="Text"><p>Hello world, a fine page.</p></div>'
 LOOP = GOOD + '<div data-bbox="10 70 500 900" data-label="Text"><p>' + "and again " * 400
-
-
-class Capture:
-    """A chat-completions server that records every request body and answers `content` / `finish`."""
-
-    def __init__(self, content: str = GOOD, finish: str = "stop") -> None:
-        self.bodies: list[dict] = []
-        self.content, self.finish = content, finish
-        cap = self
-
-        class H(BaseHTTPRequestHandler):
-            def log_message(self, *a):
-                pass
-
-            def _json(self, obj):
-                data = json.dumps(obj).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self):
-                self._json({"object": "list", "data": [{"id": "chandra", "object": "model", "owned_by": "vllm"}]})
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                cap.bodies.append(body)
-                self._json({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                            "choices": [{"index": 0, "finish_reason": cap.finish,
-                                         "message": {"role": "assistant", "content": cap.content}}],
-                            "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}})
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
@@ -128,7 +86,7 @@ def _same_request(ours: dict, theirs: dict) -> None:
 @pytest.mark.parametrize("profile", ["chandra-1", "chandra-2"])
 @pytest.mark.parametrize("kind", ["a4", "letter", "slide"])
 def test_a_pdf_page_request_equals_upstreams(capture, tmp_path, profile, kind):
-    path = _pdf(tmp_path / f"{kind}.pdf", PAGES[kind])
+    path = edge_pdf(tmp_path / f"{kind}.pdf", PAGES[kind])
     (theirs,) = _upstream_requests(capture, profile, path, pdf=True)
     (ours,) = _our_requests(capture, profile, path, "pdf")
     _same_request(ours, theirs)
@@ -142,7 +100,7 @@ def test_a_pdf_page_request_equals_upstreams(capture, tmp_path, profile, kind):
 @pytest.mark.parametrize("profile", ["chandra-1", "chandra-2"])
 def test_an_image_request_equals_upstreams(capture, tmp_path, profile):
     path = tmp_path / "scan.png"
-    _scan((1275, 1650)).save(path)
+    scan((1275, 1650)).save(path)
     (theirs,) = _upstream_requests(capture, profile, path, pdf=False)
     (ours,) = _our_requests(capture, profile, path, "png")
     _same_request(ours, theirs)
@@ -153,7 +111,7 @@ def test_a_looping_page_is_retried_with_upstreams_sampling(tmp_path, profile):
     cap = Capture(LOOP, "length")
     try:
         path = tmp_path / "scan.png"
-        _scan((1000, 1400)).save(path)
+        scan((1000, 1400)).save(path)
         theirs = _upstream_requests(cap, profile, path, pdf=False, max_retries=6)
         ours = _our_requests(cap, profile, path, "png", max_retries=6)
     finally:
@@ -167,7 +125,7 @@ def test_a_looping_page_is_retried_with_upstreams_sampling(tmp_path, profile):
 def test_a_cut_off_answer_is_one_request_as_upstream(tmp_path, profile):
     cap = Capture(GOOD[:-12], "length")
     try:
-        path = _pdf(tmp_path / "dense.pdf", PAGES["letter"])
+        path = edge_pdf(tmp_path / "dense.pdf", PAGES["letter"])
         theirs = _upstream_requests(cap, profile, path, pdf=True, max_retries=6)
         ours = _our_requests(cap, profile, path, "pdf", max_retries=6)
     finally:

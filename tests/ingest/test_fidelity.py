@@ -16,45 +16,15 @@ import math
 
 import numpy as np
 import pytest
-from PIL import Image, ImageDraw
+from PIL import Image
 
 from ocrserve.imagesize import Budget, server_size
 from ocrserve.ingest.raster import forget, open_source, render_page
 from ocrserve.profiles import load_profile
+from tests.support.pages import PAGES, edge_pdf, scan
 from tests.support.upstream import RELEASE, client
 
 PROFILES = ("chandra-1", "chandra-2")
-
-# PDF page sizes in points: Letter, Legal, A3/A4/A5 both ways, Tabloid, 16:9 slides, a receipt strip,
-# a tiny label, a poster
-PAGES = {
-    "letter": (612, 792), "legal": (612, 1008), "a4": (595.28, 841.89), "a4-landscape": (841.89, 595.28),
-    "a3": (841.89, 1190.55), "a3-landscape": (1190.55, 841.89), "a5": (419.53, 595.28),
-    "a5-landscape": (595.28, 419.53), "tabloid": (792, 1224), "slide": (960, 540), "receipt": (226.77, 1133.86),
-    "label": (144, 72), "poster": (1684, 2384),
-}
-
-
-def _pdf(path, size, edge_text=True):
-    from reportlab.lib.colors import black
-    from reportlab.pdfgen import canvas
-
-    w, h = size
-    c = canvas.Canvas(str(path), pagesize=size)
-    c.setFont("Helvetica", 9)
-    c.drawString(36, h - 40, "Heading of the page")
-    for i in range(8):
-        c.drawString(36, h - 70 - 14 * i, f"line {i}: the quick brown fox jumps over the lazy dog {i * 7}")
-    c.rect(36, 36, w - 72, 40)
-    if edge_text:  # text at the very edge of the page: it must reach the model
-        c.setFillColor(black)
-        c.drawString(2, 1, "bottom-edge footer text")
-        c.drawString(w - 60, h - 8, "top-right")
-        c.rect(0, 0, w, h, stroke=1, fill=0)
-    c.showPage()
-    c.save()
-    return path
-
 
 def _ours(path, profile):
     prof = load_profile(profile)
@@ -83,24 +53,11 @@ def _same(ours: np.ndarray, theirs: np.ndarray, what: str) -> None:
 @pytest.mark.parametrize("profile", PROFILES)
 @pytest.mark.parametrize("kind", sorted(PAGES))
 def test_pdf_pages_reach_the_model_as_upstream_sends_them(tmp_path, profile, kind):
-    path = _pdf(tmp_path / f"{kind}.pdf", PAGES[kind])
+    path = edge_pdf(tmp_path / f"{kind}.pdf", PAGES[kind])
     ours, theirs = _ours(path, profile), _upstream(path, profile, pdf=True)
     _same(ours[0], theirs[0], f"{profile} {kind}")
     # the whole page: nothing cropped or padded (the edge text's dark pixels reach the bottom rows)
     assert (ours[0][-3:] < 128).any() and (ours[0][:, :3] < 128).any()
-
-
-def _scan(size, mode="RGB"):
-    w, h = size
-    img = Image.new("RGB", size, (250, 250, 245))
-    d = ImageDraw.Draw(img)
-    for y in range(10, h - 10, max(12, h // 40)):
-        d.line([(10, y), (w - 10 - (y * 7) % (w // 3 + 1), y)], fill=(20, 20, 20), width=2)
-    d.rectangle([0, 0, w - 1, h - 1], outline=(0, 0, 0))
-    rng = np.random.default_rng(w * 7 + h)
-    a = np.asarray(img).astype(int) + rng.integers(-12, 12, (h, w, 3))
-    out = Image.fromarray(np.clip(a, 0, 255).astype(np.uint8), "RGB")
-    return out if mode == "RGB" else out.convert(mode)
 
 
 # name: (size, mode, format) — scans at 150/200/300 dpi (Letter), screenshots, small images, long strips,
@@ -121,7 +78,7 @@ IMAGES = {
 def test_images_reach_the_model_as_upstream_sends_them(tmp_path, profile, name):
     size, mode, fmt = IMAGES[name]
     path = tmp_path / f"{name}.{fmt.lower()}"
-    _scan(size, mode).save(path, format=fmt, **({"quality": 90} if fmt in ("JPEG", "WEBP") else {}))
+    scan(size, mode).save(path, format=fmt, **({"quality": 90} if fmt in ("JPEG", "WEBP") else {}))
     _same(_ours(path, profile)[0], _upstream(path, profile, pdf=False)[0], f"{profile} {name}")
 
 
@@ -129,7 +86,7 @@ def test_images_reach_the_model_as_upstream_sends_them(tmp_path, profile, name):
 def test_exif_rotation_is_applied_on_purpose(tmp_path, profile):
     """Deliberate: a phone photo stored sideways with EXIF orientation 6 reaches the model upright; upstream
     ignores the tag. ocrserve's image equals upstream's for the same photo stored upright."""
-    upright = _scan((1200, 1600))
+    upright = scan((1200, 1600))
     stored = upright.transpose(Image.Transpose.ROTATE_90)  # orientation 6: rotate 270 (CW 90) to view
     exif = Image.Exif()
     exif[0x0112] = 6
@@ -145,7 +102,7 @@ def test_exif_rotation_is_applied_on_purpose(tmp_path, profile):
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_tiff_frame_is_a_page_on_purpose(tmp_path, profile):
     path = tmp_path / "fax.tiff"
-    frames = [_scan((1700, 2200), "L"), _scan((1600, 2100), "L")]
+    frames = [scan((1700, 2200), "L"), scan((1600, 2100), "L")]
     frames[0].save(path, format="TIFF", save_all=True, append_images=frames[1:])
     ours = _ours(path, profile)
     assert len(ours) == 2  # upstream converts the first frame only
