@@ -158,7 +158,7 @@ def register(app: typer.Typer) -> None:
         inputs: list[str] = typer.Argument(..., help="files, folders (recursive), globs, or - to read paths from stdin"),
         output: str = typer.Option("ocrserve-out", "--output", "-o", help="output folder (with --ray also an fsspec URL)"),
         engine: Optional[str] = typer.Option(None, "--engine", "-e", help="lite (default without a server), openai, hf"),
-        model: Optional[str] = typer.Option(None, "--model", "-m", help="model profile: chandra-1 (default, or OCRSERVE_MODEL), chandra-2 or a profile file"),
+        model: Optional[str] = typer.Option(None, "--model", "-m", help="model profile: chandra-2, chandra-1 or a profile file (default: what --server serves, else chandra-2; OCRSERVE_MODEL)"),
         server: Optional[str] = typer.Option(None, "--server", help="OpenAI-compatible server URL (vLLM), implies --engine openai"),
         api_key: Optional[str] = typer.Option(None, "--api-key", help="API key for the server (default: OCRSERVE_API_KEY)"),
         served_model: Optional[str] = typer.Option(None, "--served-model", help="model name on the server (default: asked)"),
@@ -187,7 +187,8 @@ def register(app: typer.Typer) -> None:
             help="hf engine: static KV cache, decoding compiled with torch.compile on CUDA (the first batch of "
                  "each size compiles for 1-2 minutes; then 1.4-8.6x faster on an H200, bench/results/gpu-h200/hf-engine)"),
         render_workers: Optional[int] = typer.Option(None, "--render-workers", help="page-rendering processes"),
-        max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="output token limit a page (default: the profile's)"),
+        max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="output token limit a page (default: the profile's: 12384 chandra-2, 8192 chandra-1); a page that reaches it is kept and marked truncated"),
+        max_retries: Optional[int] = typer.Option(None, "--max-retries", help="retries of a page whose answer loops, at the model's retry sampling (default: 6)"),
         ignore_eos: bool = typer.Option(False, "--ignore-eos", help="benchmarks with weightless models: always generate --max-tokens"),
         json_log: bool = typer.Option(False, "--json-log", help="JSON lines on stdout instead of a progress bar"),
         quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress output"),
@@ -208,7 +209,7 @@ def register(app: typer.Typer) -> None:
                 paginate=paginate, figures=not no_images,
                 concurrency=concurrency, render_workers=render_workers, server=server, api_key=api_key,
                 served_model=served_model, checkpoint=checkpoint, device=device, batch_size=batch_size,
-                max_tokens=max_tokens, ignore_eos=ignore_eos, static_cache=compile_, formats=formats or None,
+                max_tokens=max_tokens, max_retries=max_retries, ignore_eos=ignore_eos, static_cache=compile_, formats=formats or None,
                 ray=RayOptions(address=ray, progress=not (json_log or quiet)) if ray is not None else None,
             )
             resolved = options.resolve()

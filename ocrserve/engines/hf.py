@@ -60,6 +60,7 @@ class HFEngine(HFGeneration, Engine):
         dtype: Any = None,
         batch_size: int = 8,
         max_tokens: int | None = None,
+        max_retries: int | None = None,
         batch_wait_ms: float = 5.0,
         ignore_eos: bool = False,
         random_weights: bool = False,
@@ -79,11 +80,12 @@ class HFEngine(HFGeneration, Engine):
         torch = import_torch()
         self.profile = load_profile(profile)
         self.settings = settings
-        self.checkpoint = checkpoint or profile.checkpoint
+        self.checkpoint = checkpoint or self.profile.checkpoint
         self.device = resolve_device(device)
         self.dtype = resolve_dtype(dtype, self.device)
         self.batch_size = batch_size
         self.max_tokens = max_tokens
+        self.max_retries = max_retries
         self.batch_wait_s = max(0.0, batch_wait_ms) / 1000.0
         self.ignore_eos = ignore_eos
         self.static_cache = static_cache
@@ -172,7 +174,7 @@ class HFEngine(HFGeneration, Engine):
         self._executor.shutdown(wait=True)
 
     async def ocr(self, page: PageInput, *, on_delta: DeltaCallback | None = None) -> EngineResult:
-        ladder = Ladder(self.name, self.profile, ignore_eos=self.ignore_eos)
+        ladder = Ladder(self.name, self.profile, ignore_eos=self.ignore_eos, max_retries=self.max_retries)
         completions: list[int] = []
         batches: list[int] = []
         oom: list[int] = []

@@ -66,6 +66,7 @@ class OpenAIEngine(Engine):
         concurrency: int | None = None,
         stream: bool | None = None,
         max_tokens: int | None = None,
+        max_retries: int | None = None,
         ignore_eos: bool = False,
         timeout: float | None = None,
         backoff_s: float = 0.5,
@@ -85,6 +86,7 @@ class OpenAIEngine(Engine):
         self._concurrency = int(conc)
         self.stream = bool(stream)
         self.max_tokens = max_tokens
+        self.max_retries = max_retries             # retries of a looping answer (None: the profile's)
         self.ignore_eos = bool(ignore_eos)
         self.timeout = float(timeout or self.settings.request_timeout or self._default_timeout())
         self.max_connection_retries = int(self.settings.max_connection_retries)
@@ -272,7 +274,7 @@ class OpenAIEngine(Engine):
     # ------------------------------------------------------------------ one page
 
     async def ocr(self, page: PageInput, *, on_delta: DeltaCallback | None = None) -> EngineResult:
-        ladder = Ladder(self.name, self.profile, ignore_eos=self.ignore_eos)
+        ladder = Ladder(self.name, self.profile, ignore_eos=self.ignore_eos, max_retries=self.max_retries)
         conn_failures = 0
         max_tokens_limit: int | None = None
         stream = self.stream or on_delta is not None

@@ -3,7 +3,8 @@
 - An answer cut off at max_tokens is the page's answer (upstream keeps it too: a dense page's text is
   there): no retry at the same limit, the page is marked `truncated`. `--max-tokens` raises the limit.
 - An answer that ends in a repetition loop goes again with the profile's retry sampling (Chandra 1:
-  temperature 0.3; Chandra 2: 0.2, 0.4, 0.6, 0.8, ...; top_p 0.95), up to `profile.max_retries` times.
+  temperature 0.3; Chandra 2: 0.2, 0.4, 0.6, 0.8, ...; top_p 0.95), up to `profile.max_retries` times
+  (`--max-retries` overrides it).
 - After the last retry the model's answer is still kept (upstream keeps the last one): of all the
   looping answers, the one with the longest text before its loop, cut where the loop starts (one
   copy of the repeated unit kept). The result is ok with `finish_reason="loop"`; the pipeline then
@@ -58,9 +59,10 @@ def _has_text(html: str) -> bool:
 class Ladder:
     """One page's attempts: the sampling for the next one, the verdict on an answer, the result."""
 
-    def __init__(self, engine: str, profile: Profile, *, ignore_eos: bool = False) -> None:
+    def __init__(self, engine: str, profile: Profile, *, ignore_eos: bool = False, max_retries: int | None = None) -> None:
         self.engine = engine
         self.profile = profile
+        self.max_retries = profile.max_retries if max_retries is None else max_retries
         self.ignore_eos = ignore_eos
         self.t0 = time.perf_counter()
         self.attempts = 0            # every attempt, failed requests included
@@ -97,7 +99,7 @@ class Ladder:
         head, unit = before_loop(text)
         if _has_text(head) and len(head.strip()) > len(self.best.strip()):
             self.best = head + unit  # the text before the loop, and what it repeats once
-        return "give_up" if self.unusable > self.profile.max_retries else "retry"
+        return "give_up" if self.unusable > self.max_retries else "retry"
 
     @property
     def last_problem(self) -> str | None:

@@ -45,11 +45,13 @@ class VLLMEngine(Engine):
         max_model_len: int | None = None,
         gpu_memory_utilization: float = 0.9,
         max_tokens: int | None = None,
+        max_retries: int | None = None,
         sampling_factory: Callable[..., Any] | None = None,
         llm_kwargs: dict[str, Any] | None = None,
     ) -> None:
         self.profile = load_profile(profile)
         self.max_tokens = max_tokens
+        self.max_retries = max_retries
         self._sampling = sampling_factory or _sampling_params
         self._prompt = self.profile.prompt
         self._lock = asyncio.Lock()
@@ -104,7 +106,7 @@ class VLLMEngine(Engine):
         t0 = time.perf_counter()
         n = len(pages)
         results: list[EngineResult | None] = [None] * n
-        ladders = [Ladder(self.name, self.profile) for _ in range(n)]
+        ladders = [Ladder(self.name, self.profile, max_retries=self.max_retries) for _ in range(n)]
         convs: list[list[dict] | None] = [None] * n
         for i, p in enumerate(pages):
             try:

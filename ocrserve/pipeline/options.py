@@ -20,7 +20,7 @@ from ocrserve.settings import Settings, get_settings
 Format = Literal["md", "html", "json", "pdf", "chunks"]
 
 # options that go to the engine as they are (each engine takes its own; create_engine checks them)
-ENGINE_FIELDS = ("server", "api_key", "served_model", "checkpoint", "device", "batch_size", "max_tokens",
+ENGINE_FIELDS = ("server", "api_key", "served_model", "checkpoint", "device", "batch_size", "max_tokens", "max_retries",
                  "ignore_eos", "static_cache")
 
 
@@ -73,6 +73,7 @@ class ConvertOptions(BaseModel):
     device: str | None = None
     batch_size: int | None = Field(None, ge=1)
     max_tokens: int | None = Field(None, ge=1)
+    max_retries: int | None = Field(None, ge=0)     # retries of a page whose answer loops (None: the profile's, 6)
     ignore_eos: bool = False
     static_cache: bool = False
     engine_options: dict[str, Any] = Field(default_factory=dict)

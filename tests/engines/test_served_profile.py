@@ -96,3 +96,20 @@ def test_convert_without_model_speaks_the_served_models_language(tmp_path):
         assert data["pages"][0]["image_width"] == 1632  # Chandra 1's image: no 28-px grid
     finally:
         cap.close()
+
+
+def test_max_retries_caps_the_retries_of_a_looping_page(tmp_path):
+    from tests.support.capture import GOOD
+
+    cap = Capture(GOOD + "<p>" + "and again " * 300, "length")
+    try:
+        pdf = helpers.text_pdf(tmp_path / "a.pdf", pages=1)
+        r = subprocess.run([sys.executable, "-m", "ocrserve", "convert", str(pdf), "-o", str(tmp_path / "out"),
+                            "--server", cap.url, "--max-retries", "2", "-q"], capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert [b["temperature"] for b in cap.bodies] == [0.0, 0.2, 0.4]
+        page = json.loads((tmp_path / "out" / "a" / "a.json").read_text())["pages"][0]
+        assert page["looped"] and page["attempts"] == 3 and page["blocks"][0]["text"] == "Hello world, a fine page."
+    finally:
+        cap.close()
