@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING
 
 from selectolax.lexbor import LexborNode
 
-from ocrserve.render.md_escape import (HARD_BREAK, LINE_START, code_block, escape_line_start, escape_text, md_latex,
-                                       md_url, resolve_lines)
+from ocrserve.render.md_escape import (EM_CLOSE, EM_OPEN, HARD_BREAK, LINE_START, code_block, escape_line_start,
+                                       escape_text, md_latex, md_url, resolve_emphasis, resolve_lines)
 from ocrserve.render.md_nodes import WS as _WS, checkbox as _checkbox, children as _children, node_text  # noqa: F401
 from ocrserve.render.md_nodes import oneline as _oneline
 from ocrserve.sanitize import MATH_REF, MathStore, prepare_fragment, safe_url
@@ -262,7 +262,7 @@ def _wrap(mark: str, inner: str) -> str:
         return inner
     lead = " " if inner[:1].isspace() else ""
     trail = " " if inner[-1:].isspace() else ""
-    return f"{lead}{mark}{s}{mark}{trail}"
+    return f"{lead}{EM_OPEN}{mark}{s}{mark}{EM_CLOSE}{trail}"  # delimiters or HTML: resolve_emphasis
 
 
 def _lead(s: str) -> str:
@@ -275,13 +275,13 @@ def _heading_text(s: str) -> str:
     """Heading content on one line (inline: `2. Methods` is no list there), without a leading `#` that
     would deepen the heading or a trailing one that would read as its closing sequence (Python-Markdown
     takes `## # x` for an h3 and drops trailing `#`s even without a space before them)."""
-    s = _oneline(s.replace(HARD_BREAK, " ")).replace(LINE_START, "")
+    s = _oneline(resolve_emphasis(s).replace(HARD_BREAK, " ")).replace(LINE_START, "")
     s = "\\" + s if s.startswith("#") else s  # inline content: only `#` would change the heading
     return re.sub(r"(?<!\\)((?:\\\\)*)#$", r"\1\\#", s)
 
 
 def _cell(s: str) -> str:
-    s = _squeeze(s.replace(HARD_BREAK, "").replace(LINE_START, "")).strip()
+    s = _squeeze(resolve_emphasis(s).replace(HARD_BREAK, "").replace(LINE_START, "")).strip()
     s = re.sub(r"\n+", "<br>", s)
     return s.replace("|", r"\|")
 
@@ -333,7 +333,7 @@ def _block_markdown(block: "Block", node: LexborNode, store: MathStore) -> str:
         return code_block(body) if body.strip() else ""
     out = _squeeze(md.inline(node)).strip()
     if label == "Section-Header" and out and not out.startswith("#"):  # no <h2> in it: the block is one
-        out = _oneline(out.replace(HARD_BREAK, " "))
+        out = _oneline(resolve_emphasis(out).replace(HARD_BREAK, " "))
         if out.startswith("**") and out.endswith("**") and out.count("**") == 2 and len(out) > 4:
             out = out[2:-2].strip()  # a heading is bold already
         return "## " + _heading_text(out)

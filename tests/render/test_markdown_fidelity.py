@@ -205,3 +205,30 @@ def test_heading_trailing_hash_kept():
     for name, render in RENDERERS.items():
         assert "<h2>Learn C#</h2>" in render(md_of("<h2>Learn C#</h2>", "Section-Header")), name
         assert "<h2>Section 3 #</h2>" in render(md_of("<p>Section 3 #</p>", "Section-Header")), name
+
+
+def test_emphasis_where_delimiters_cannot_work_is_html():
+    # `2**(x)**y`: a run before punctuation, after a letter, neither opens nor closes in CommonMark
+    md = md_of("<p>2<b>(x)</b>y and see<i>(Fig. 3)</i>and <b>Note:</b> x</p>")
+    assert md == "2<strong>(x)</strong>y and see<em>(Fig. 3)</em>and **Note:** x\n"
+    for name, render in RENDERERS.items():
+        assert seen(render(md))[0] == "2(x)y and see(Fig. 3)and Note: x", name
+        assert render(md).count("<strong>") == 2 and render(md).count("<em>") == 1, name
+
+
+def test_adjacent_emphasis_of_one_kind_merges():
+    md = md_of("<p><b>Name:</b><b>Jane</b> and <i>a</i><i>b</i> and <b><i>c</i></b><b>d</b></p>")
+    assert md == "**Name:Jane** and *ab* and ***c*d**\n"
+    for name, render in RENDERERS.items():
+        out = render(md)
+        assert "<strong>Name:Jane</strong>" in out and "<em>ab</em>" in out, f"{name}: {out}"
+
+
+def test_text_split_by_empty_markup_stays_text():
+    # an empty <i> joins two runs of text: `<` + `script>` must not make a tag, `&` + `amp;` no entity
+    for name, render in RENDERERS.items():
+        out = render(md_of("<p>&lt;<i></i>script&gt;alert(1)&lt;/script&gt; and x\\<b>y</b></p>"))
+        assert "<script" not in out and seen(out)[0] == "<script>alert(1)</script> and x\\y", f"{name}: {out}"
+        assert "<em>" not in render(md_of("<p>a_<i></i>b_c</p>")), name
+    assert md_of("<p>&amp;#42 and <del>x ~</del></p>") == "&amp;#42 and ~~x &#126;~~\n"
+    assert "<s>x ~</s>" in RENDERERS["gfm"](md_of("<p><del>x ~</del></p>"))
