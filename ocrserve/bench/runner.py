@@ -28,7 +28,7 @@ from typing import Any
 from ocrserve.bench.clients import ModeResult, _prerender, _root, run_ceiling, run_pipeline, run_plain, streaming_probe
 from ocrserve.bench.report import GPU_PEAK_TFLOPS, machine_info, mfu, write_report
 from ocrserve.bench.sampling import Sampler, client_cpu_s, client_rss_mib, pct
-from ocrserve.profiles import load_profile
+from ocrserve.profiles import Profile
 
 __all__ = ["GPU_PEAK_TFLOPS", "ModeResult", "Sampler", "client_cpu_s", "client_rss_mib", "corpus_files", "machine_info",
            "mfu", "pct", "run_bench", "write_report"]
@@ -63,17 +63,38 @@ def corpus_files(corpus: str | None, synthetic: int | None, work: Path, seed: in
     return files
 
 
+def bench_profile(model: str | None, server: str, api_key: str | None = None) -> Profile:
+    """The profile every mode sends pages with, as `ocrserve convert --server` decides it: `model` checked
+    against what the server serves, or with none given the served model's (else chandra-2). ValueError
+    when the server cannot be used or serves another model."""
+    from ocrserve.engines.base import EngineError
+    from ocrserve.engines.openai import OpenAIEngine
+
+    async def go() -> Profile:
+        eng = OpenAIEngine(model, server=server, api_key=api_key)
+        try:
+            await eng.preflight()
+            return eng.profile
+        finally:
+            await eng.aclose()
+
+    try:
+        return asyncio.run(go())
+    except EngineError as e:
+        raise ValueError(str(e)) from None
+
+
 def run_bench(
     *, server: str, corpus: str | None = None, synthetic: int | None = None, modes: list[str] | None = None,
-    model: str = "chandra-2", concurrency: int = 128, plain_batch: int = 28, max_tokens: int = 1024,
+    model: str | None = None, concurrency: int = 128, plain_batch: int = 28, max_tokens: int = 1024,
     ignore_eos: bool = True, api_key: str | None = None, stream_probe: int = 5, gpu_peak_tflops: float | None = None,
     seed: int = 0, command: str | None = None, on_partial=None, stage_pages: int = 40, plain_pages: int | None = None,
 ) -> dict[str, Any]:
-    profile = load_profile(model)
     modes = modes or ["pipeline", "plain", "ceiling", "stages"]
     work = Path(tempfile.mkdtemp(prefix="ocrserve-bench-"))
     try:
         files = corpus_files(corpus, synthetic, work, seed)
+        profile = bench_profile(model, server, api_key)
         root = _root(server)
         report: dict[str, Any] = {
             "command": command or " ".join(sys.argv), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),

@@ -18,7 +18,8 @@ def register(app: typer.Typer) -> None:
         synthetic: Optional[int] = typer.Option(None, "--synthetic", help="N distinct generated pages instead of a corpus"),
         modes: str = typer.Option("pipeline,plain,ceiling,stages", "--modes",
                                   help="comma-separated: pipeline, plain, ceiling, stages (client CPU per stage)"),
-        model: str = typer.Option("chandra-2", "--model", "-m", help="model profile: chandra-2, chandra-1 or a profile file"),
+        model: Optional[str] = typer.Option(None, "--model", "-m", help="model profile: chandra-2, chandra-1 or a profile "
+                                            "file (default: what the server serves, else chandra-2)"),
         concurrency: int = typer.Option(128, "--concurrency", "-c", help="requests in flight (pipeline and ceiling)"),
         plain_batch: int = typer.Option(28, "--plain-batch", help="the plain client's batch (Chandra CLI: 28; 1 = sequential)"),
         max_tokens: int = typer.Option(1024, "--max-tokens", help="output tokens per page"),

@@ -20,7 +20,8 @@ def register(app: typer.Typer) -> None:
         run: bool = typer.Option(False, "--run", help="convert the benchmark PDFs into --candidate first"),
         engine: str = typer.Option(None, "--engine", help="--run: engine (lite, openai, hf)"),
         server: str = typer.Option(None, "--server", help="--run: OpenAI-compatible server URL"),
-        model: str = typer.Option("chandra-2", "--model", help="--run: model profile (chandra-2, chandra-1 or a profile file)"),
+        model: str = typer.Option(None, "--model", help="--run: model profile, chandra-2, chandra-1 or a profile file "
+                                  "(default: what the server serves, else chandra-2)"),
         repeats: int = typer.Option(1, "--repeats", min=1, help="--run: conversions per page"),
         force: bool = typer.Option(False, "--force", help="--run: convert again even when files exist"),
         bootstrap_samples: int = typer.Option(1000, "--bootstrap-samples", min=0),
@@ -51,14 +52,14 @@ def register(app: typer.Typer) -> None:
         if run:
             from ocrserve.eval.convert_run import run_conversion
 
-            opts = {"model": model}
+            opts = {"model": model} if model else {}
             if engine:
                 opts["engine"] = engine
             if server:
                 opts["server"] = server
             typer.echo(f"Converting {len(bench.tested_pages())} PDFs into {candidate} ...", err=True)
             stats = run_conversion(bench, candidate, repeats=repeats, force=force, convert_options=opts)
-            extra = {"engine": engine or "default", "model": model, "server": server, "repeats": repeats, **stats.as_dict()}
+            extra = {"engine": engine or "default", "model": model or "default", "server": server, "repeats": repeats, **stats.as_dict()}
             typer.echo(f"  {stats.pages_written} pages written, {stats.pages_kept} kept, "
                        f"{len(stats.pages_failed)} failed, {stats.wall_s:.1f}s converting", err=True)
         elif not candidate.is_dir():

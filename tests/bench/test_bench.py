@@ -34,6 +34,7 @@ def test_three_modes_side_by_side(tmp_path, standin):
                        plain_batch=3, max_tokens=32, ignore_eos=True, stream_probe=2,
                        on_partial=lambda r: partial.append(list(r["modes"])))
     assert partial == [["pipeline"], ["pipeline", "plain"], ["pipeline", "plain", "ceiling"]]
+    assert report["model_profile"] == "chandra-1"  # no --model: the profile of what the stand-in serves
     for mode in ("pipeline", "plain", "ceiling"):
         r = report["modes"][mode]
         assert r["pages"] == 8 and r["failed"] == 0, (mode, r)
@@ -56,6 +57,12 @@ def test_percentiles():
     assert pct([], 50) is None
     assert pct([3.0, 1.0, 2.0], 50) == 2.0
     assert pct(list(map(float, range(101))), 99) == 99.0
+
+
+def test_a_profile_the_server_does_not_serve_is_refused_before_any_page(standin):
+    with pytest.raises(ValueError, match="serves chandra .chandra-1., but the model profile is chandra-2"):
+        run_bench(server=standin.url, synthetic=1, modes=["ceiling"], model="chandra-2", stream_probe=0)
+    assert standin.stats()["total_requests"] == 0
 
 
 def test_cli_needs_a_corpus(standin):

@@ -131,7 +131,8 @@ def test_sweep_runs_each_config_through_ocrserve_serve(tmp_path):
 def test_a_config_can_run_the_bench_modes_side_by_side(tmp_path):
     """`bench_modes`: pipeline, plain, ceiling and the client CPU split against the config's server (no
     pre-encoded load), the ratios in the JSON and a bench table in the Markdown."""
-    spec = _spec(tmp_path, {"pages": 2, "max_tokens": 16, "defaults": {"concurrency": 4},
+    # the stand-in vLLM serves "chandra" and answers as Chandra 1: the bench checks the profile against it
+    spec = _spec(tmp_path, {"pages": 2, "max_tokens": 16, "defaults": {"concurrency": 4, "profile": "chandra-1"},
                             "configs": [{"name": "bench", "load": False, "bench_pages": 4, "stage_pages": 2, "plain_pages": 2,
                                          "bench_modes": ["pipeline", "plain", "ceiling", "stages"]}]})
     out = tmp_path / "out"
