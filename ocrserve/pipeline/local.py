@@ -191,7 +191,7 @@ class Converter:
             fut = asyncio.ensure_future(asyncio.to_thread(
                 self.target.write, doc, st.src.name, {}, self.run_id,
                 keep_headers_footers=bool(self.options.keep_headers_footers), formats=self.options.formats,
-                password=self.options.password,
+                password=self.options.password, paginate=self.options.paginate,
             ))
             while not fut.done():
                 try:

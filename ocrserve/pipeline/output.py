@@ -126,7 +126,7 @@ def choose_name(src: SourceFile, sha256: str, here: Existing | None,
 
 def write_document(
     doc: Document, out: Path, name: str, staging: Path | None = None, *, keep_headers_footers: bool = False,
-    formats: tuple[str, ...] = DEFAULT_FORMATS, password: str | None = None,
+    formats: tuple[str, ...] = DEFAULT_FORMATS, password: str | None = None, paginate: bool = False,
 ) -> Path:
     """Write the document's files into staging (holding its figure crops) and swap it into place.
     formats: any of md, html, json, pdf, chunks (json is always written: it marks the document
@@ -139,7 +139,8 @@ def write_document(
     staging = staging or staging_dir(out, name, uuid.uuid4().hex[:8])
     staging.mkdir(parents=True, exist_ok=True)
     if "md" in formats:
-        (staging / f"{base}.md").write_text(render_markdown(doc, keep_headers_footers=keep_headers_footers), encoding="utf-8")
+        (staging / f"{base}.md").write_text(render_markdown(doc, keep_headers_footers=keep_headers_footers,
+                                                                    paginate=paginate), encoding="utf-8")
     if "html" in formats:
         (staging / f"{base}.html").write_text(render_html(doc, title=base), encoding="utf-8")
     if "pdf" in formats:

@@ -312,7 +312,7 @@ def _write(d: _Doc, target: OutputTarget, run_id: str, engine_name: str, model_n
     result = document_result(d.name, d.path, doc)
     try:
         out = target.write(doc, d.name, d.files, run_id, keep_headers_footers=bool(opts.keep_headers_footers),
-                           formats=opts.formats, password=opts.password)
+                           formats=opts.formats, password=opts.password, paginate=opts.paginate)
         result.output = Path(out) if target.local is not None else None
     except (OSError, ValueError) as e:
         result.status, result.error = "failed", f"cannot write output: {e}"

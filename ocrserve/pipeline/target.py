@@ -137,7 +137,7 @@ class OutputTarget:
 
     def write(self, doc: Document, name: str, files: dict[str, bytes], run_id: str, *,
               keep_headers_footers: bool = False, formats: tuple[str, ...] = DEFAULT_FORMATS,
-              password: str | None = None) -> str:
+              password: str | None = None, paginate: bool = False) -> str:
         """Write the document's files and its figure crops (relative path -> bytes; a local run's
         crops are already in its staging folder); returns where."""
         if self._known is not None:
@@ -147,7 +147,7 @@ class OutputTarget:
             try:
                 _put_files(staging, files)
                 return str(write_document(doc, self.local, name, staging, keep_headers_footers=keep_headers_footers,
-                                          formats=formats, password=password))
+                                          formats=formats, password=password, paginate=paginate))
             except BaseException:
                 shutil.rmtree(staging, ignore_errors=True)
                 raise
@@ -156,7 +156,7 @@ class OutputTarget:
             staging = staging_dir(out, name, uuid.uuid4().hex[:8])
             _put_files(staging, files)
             folder = write_document(doc, out, name, staging, keep_headers_footers=keep_headers_footers, formats=formats,
-                                    password=password)
+                                    password=password, paginate=paginate)
             self._upload(folder, name)
         return self.location(name)
 

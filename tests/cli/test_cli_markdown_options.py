@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
 
 from ocrserve.render.markdown import PAGE_RULE
 from tests.cli.support import cli
@@ -61,8 +60,6 @@ def test_no_images_writes_no_crop_and_no_image_line(tmp_path):
     assert "Page 1 sentence 0" in md and "Page 3 sentence 3" in md
 
 
-@pytest.mark.xfail(strict=True, reason="the writers (pipeline/output.py write_document, target.write, local.py, "
-                                       "ray.py) do not pass ConvertOptions.paginate to render_markdown yet")
 def test_paginate_and_no_images(tmp_path):
     md, folder = _convert(tmp_path, "--paginate", "--no-images")
     assert _images(folder) == []
