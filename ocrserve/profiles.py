@@ -172,7 +172,7 @@ def served_profile(card: dict, read_config: bool = True) -> Profile | None:
     loaded, and its `id`), or None when it is none of them. A Hub id or a folder named like a profile's
     checkpoint matches; a local folder (the server on this machine) also by its config.json model_type."""
     root, name = str(card.get("root") or ""), str(card.get("id") or "")
-    tail = root.rstrip("/").rsplit("/", 1)[-1].lower()
+    tail = root.rstrip("/").rsplit("/", 1)[-1].lower() if "/" in root else ""  # a Hub id or a folder
     for prof in PROFILES.values():  # the served name only as a full Hub id: upstream serves either as "chandra"
         if prof.checkpoint in (root, name) or (tail and tail == prof.checkpoint.rsplit("/", 1)[-1].lower()):
             return prof

@@ -169,8 +169,8 @@ def register(app: typer.Typer) -> None:
         no_fallback: bool = typer.Option(False, "--no-fallback", help="do not rescue failed pages with the lite engine"),
         keep_headers_footers: bool = typer.Option(False, "--keep-headers-footers", help="keep page headers/footers in Markdown"),
         paginate: bool = typer.Option(
-            False, "--paginate", help="page separators in the Markdown: a line {N} + 48 dashes before each page "
-                                      "but the first, N its 0-based page index (as chandra's --paginate_output)"),
+            False, "--paginate", help="page separators in the Markdown: before each page but the first, a line with its "
+                                      "0-based page index in braces and 48 dashes (as chandra's --paginate_output)"),
         no_images: bool = typer.Option(
             False, "--no-images", help="no figure crops (images/ stays empty) and no image lines in the Markdown; "
                                        "a figure keeps its description as text"),

@@ -439,9 +439,24 @@ def page_events(events: list[tuple[str, dict]], page: int) -> list[tuple[str, di
     return [(k, d) for k, d in events if d.get("page") == page]
 
 
-@pytest.mark.parametrize("bad", ["cutoff", "loop"])
+def test_stream_a_cut_off_answer_is_the_pages_answer(api: ApiProcess, standin: StandIn, docs) -> None:  # noqa: F811
+    standin.control(default_plan=["cutoff"], chunk_chars=64)
+    c = httpx.Client(base_url=api.url, timeout=60, headers=H())
+    with open(docs["pdf1"], "rb") as f:
+        r = c.post("/v1/convert", params={"stream": "true"}, files={"file": ("one.pdf", f)})
+    events = parse_sse(r.text)
+    assert events[-1][0] == "done" and events[-1][1]["status"] == "ok"
+    mine = page_events(events, 0)
+    kinds = [k for k, _ in mine]
+    assert "page_reset" not in kinds and kinds.count("block") >= 1
+    page = events[-1][1]["document"]["pages"][0]
+    assert page["truncated"] and page["attempts"] == 1 and page["blocks"]
+    assert sum(standin.stats()["attempts"].values()) == 1
+
+
+@pytest.mark.parametrize("bad", ["loop"])
 def test_stream_a_retried_attempt_resets_the_page_at_once(api: ApiProcess, standin: StandIn, docs, bad: str) -> None:  # noqa: F811
-    # the first attempt streams some blocks, then is unusable (cut off / a loop): the engine starts the
+    # the first attempt streams some blocks, then loops: the engine starts the
     # page over with on_delta(""); the client hears page_reset right then, and the retry's blocks from 0
     standin.control(default_plan=[bad, "ok"], chunk_chars=64)
     c = httpx.Client(base_url=api.url, timeout=60, headers=H())

@@ -58,15 +58,16 @@ def test_stream_drops_the_blocks_of_given_up_attempts_before_the_rescue(api_fb: 
                                                                        tmp_path) -> None:
     pdf = text_pdf(tmp_path / "note.pdf", pages=1, title="Note")
     tries = load_profile("chandra-1").max_retries + 1
-    # every attempt streams some blocks and is cut off: the engine gives up on the page, lite rescues it
-    standin.control(default_plan=["cutoff"] * tries, chunk_chars=64)
+    # every attempt but the last streams some blocks and loops; the last is refused (HTTP 400): the engine
+    # gives up on the page with nothing of the model's to keep, lite rescues it
+    standin.control(default_plan=["loop"] * (tries - 1) + ["400"], chunk_chars=64)
     c = httpx.Client(base_url=api_fb.url, timeout=120, headers=H())
     with open(pdf, "rb") as f:
         r = c.post("/v1/convert", params={"stream": "true"}, files={"file": ("note.pdf", f)})
     events = parse_sse(r.text)
     assert events[-1][0] == "done" and events[-1][1]["status"] == "fallback"
-    mine = _check_fallback_page(events, 0, "Note", "cut off")
+    mine = _check_fallback_page(events, 0, "Note", "HTTP 400")
     kinds = [k for k, _ in mine]
     # one reset per retried attempt, one when the engine gives up: every block sent before it is void
-    assert kinds.count("page_reset") == tries, kinds
+    assert kinds.count("page_reset") == tries - 1, kinds  # the refused last attempt streamed nothing to void
     assert kinds.index("block") < kinds.index("page_reset")

@@ -60,7 +60,7 @@ def test_percentiles():
 
 
 def test_a_profile_the_server_does_not_serve_is_refused_before_any_page(standin):
-    with pytest.raises(ValueError, match="serves chandra .chandra-1., but the model profile is chandra-2"):
+    with pytest.raises(ValueError, match="serves datalab-to/chandra .chandra-1., but the model profile is chandra-2"):
         run_bench(server=standin.url, synthetic=1, modes=["ceiling"], model="chandra-2", stream_probe=0)
     assert standin.stats()["total_requests"] == 0
 

@@ -66,6 +66,7 @@ class StandInConfig(BaseModel):
     model_config = {"extra": "forbid"}
 
     model: str = "chandra"                 # the served model name
+    root: str = "datalab-to/chandra"       # the checkpoint it stands in for (its answers are Chandra 1's)
     max_model_len: int = 16384             # prompt + max_tokens above this: 400, as vLLM answers
     api_key: str | None = None             # when set, requests need `Authorization: Bearer <key>`
     delay_s: float = 0.0                   # latency before the first token of every answer
@@ -429,7 +430,7 @@ class App:
         cfg = self.state.config
         card = {
             "id": cfg.model, "object": "model", "created": self.created, "owned_by": "vllm",
-            "root": cfg.model, "parent": None, "max_model_len": cfg.max_model_len,
+            "root": cfg.root, "parent": None, "max_model_len": cfg.max_model_len,
         }
         await _respond(send, 200, json.dumps({"object": "list", "data": [card]}).encode())
 

@@ -169,6 +169,8 @@ def run_ray(inputs, out, engine, **kw):
     from ocrserve.pipeline.ray import _RAY_KEYWORDS
 
     kw.setdefault("ray_progress", False)
+    if not isinstance(engine, str):
+        kw.setdefault("model", "chandra-1")  # the stub engines answer as Chandra 1 (the local runs' say so)
     # the test engines' own options (kill_pages, closed_dir, ...) go to the engine as engine options
     own = {k: kw.pop(k) for k in list(kw)
            if k not in ConvertOptions.model_fields and k not in _RAY_KEYWORDS and k != "on_event"}

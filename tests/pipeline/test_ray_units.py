@@ -86,17 +86,18 @@ def _engine(llm: FakeLLM) -> VLLMEngine:
 
 def test_vllm_one_call_per_batch_and_retries_only_the_bad_pages():
     pages = [_page(i) for i in range(5)]
-    llm = FakeLLM({_sha(pages[1]): ["loop"], _sha(pages[3]): ["cut", "loop"]})
+    llm = FakeLLM({_sha(pages[1]): ["loop"], _sha(pages[3]): ["loop", "loop"], _sha(pages[4]): ["cut"]})
     res = asyncio.run(_engine(llm).ocr_batch(pages))
     prof = load_profile("chandra-1")
-    # 5 pages in one call, then pages 1 and 3 again, then page 3 alone, with the retry sampling
+    # 5 pages in one call, then pages 1 and 3 again, then page 3 alone, with the retry sampling; page 4's
+    # cut-off answer is kept, as chandra-ocr keeps it
     assert [n for n, _ in llm.calls] == [5, 2, 1]
     assert llm.calls[0][1]["temperature"] == prof.sampling.temperature
     assert llm.calls[1][1]["temperature"] == prof.retry_sampling.temperature
     assert all(r.ok for r in res)
     assert [r.attempts for r in res] == [1, 2, 1, 3, 1]
     assert res[0].raw == chandra_output(_sha(pages[0]), 64, 64)
-    assert res[3].extra["problems"][0].startswith("the answer was cut off")
+    assert res[4].finish_reason == "length" and res[4].extra["problems"][0].startswith("the answer was cut off")
     assert res[0].prompt_tokens == 10 and res[0].completion_tokens == 3
 
 
@@ -107,7 +108,7 @@ def test_vllm_gives_up_after_max_retries():
     res = asyncio.run(_engine(llm).ocr_batch(pages))
     assert res[1].ok and not res[0].ok
     assert res[0].attempts == prof.max_retries + 1 and res[0].finish_reason == "loop"
-    assert "gave up" in res[0].error and res[0].extra["last_raw"]
+    assert "still looped after 6 retries" in res[0].error and res[0].extra["last_raw"]
 
 
 def test_vllm_a_failing_batch_is_split_so_a_bad_page_fails_alone():
