@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ocrserve.document import SCHEMA_VERSION, Block, Document, Page, Source
+from ocrserve.document import SCHEMA_VERSION, Block, Document, Page, PageStatus, Source
+from ocrserve.errors import OcrserveError
 from ocrserve.parse import is_repetition_loop, parse_output
 from ocrserve.profiles import PROFILES, Profile, load_profile
 from ocrserve.render import render_html, render_json, render_markdown
@@ -12,7 +13,7 @@ __version__ = "0.1.0"
 __all__ = [
     "SCHEMA_VERSION", "Block", "Document", "Page", "Source", "Profile", "PROFILES", "load_profile",
     "parse_output", "is_repetition_loop", "render_markdown", "render_html", "render_json", "convert",
-    "aconvert",
+    "aconvert", "OcrserveError", "PageStatus",
 ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
@@ -10,7 +11,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SCHEMA_VERSION = "1.1"  # 1.1: Page.truncated/looped, Block.origin, Document.metadata
 
-PageStatus = Literal["ok", "fallback", "failed"]
+class PageStatus(StrEnum):
+    """How a page was obtained: ok (its engine), fallback (rescued whole by the fallback), failed."""
+
+    OK = "ok"
+    FALLBACK = "fallback"
+    FAILED = "failed"
 
 
 def _utf8(v):
@@ -69,7 +75,7 @@ class Page(BaseModel):
     unit: Literal["pt", "px"] = "pt"
     image_width: int | None = Field(None, description="width of the image sent to the engine")
     image_height: int | None = Field(None, description="height of the image sent to the engine")
-    status: PageStatus = "ok"
+    status: PageStatus = PageStatus.OK
     engine: str | None = None
     attempts: int = 0
     prompt_tokens: int | None = None
@@ -147,11 +153,11 @@ class Document(BaseModel):
 
     @property
     def status(self) -> PageStatus:
-        if any(p.status == "failed" for p in self.pages):
-            return "failed"
-        if any(p.status == "fallback" for p in self.pages):
-            return "fallback"
-        return "ok"
+        if any(p.status == PageStatus.FAILED for p in self.pages):
+            return PageStatus.FAILED
+        if any(p.status == PageStatus.FALLBACK for p in self.pages):
+            return PageStatus.FALLBACK
+        return PageStatus.OK
 
 
 def published_schema(model: type[BaseModel], name: str, version: str) -> dict:

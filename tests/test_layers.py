@@ -9,7 +9,7 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parents[1] / "ocrserve"
 
 LAYERS: list[set[str]] = [
-    {"settings", "profiles", "labels", "sanitize", "document", "schemas", "prompts", "samples", "png", "imagesize"},
+    {"settings", "profiles", "labels", "sanitize", "document", "schemas", "prompts", "samples", "png", "imagesize", "errors"},
     {"render"},               # Document -> Markdown/HTML; also the block renderer parse uses
     {"parse", "ingest"},      # raw model HTML -> blocks; inputs -> page images
     {"engines"},              # pages -> raw model HTML

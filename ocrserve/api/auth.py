@@ -13,13 +13,14 @@ from pathlib import Path
 
 from ocrserve.api.errors import Unauthorized
 from ocrserve.settings import Settings
+from ocrserve.errors import OcrserveError
 
 log = logging.getLogger(__name__)
 
 OPEN = "open"
 
 
-class KeyFileError(ValueError):
+class KeyFileError(OcrserveError, ValueError):
     """The keys file cannot be read."""
 
 

@@ -7,8 +7,9 @@ Each error has a `code` (stable, shown to clients as `code` beside `detail`) and
 
 from __future__ import annotations
 
+from ocrserve.errors import OcrserveError
 
-class ServiceError(Exception):
+class ServiceError(OcrserveError):
     code = "error"
     reason: str | None = None
 

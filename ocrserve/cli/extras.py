@@ -9,6 +9,8 @@ import importlib.util
 import sys
 from typing import Callable
 
+from ocrserve.errors import OcrserveError
+
 import typer
 
 # the extras of pyproject.toml and the modules that tell whether one is installed
@@ -60,9 +62,13 @@ def require(extra: str, what: str) -> None:
 
 def run_guarded(app: Callable[[], object]) -> None:
     """Run the CLI; an import of a missing extra's module anywhere in a command ends in one line and exit 2
-    (the safety net behind the commands' own require() checks)."""
+    (the safety net behind the commands' own require() checks), and an OcrserveError no command caught in
+    its one line and exit 1."""
     try:
         app()
+    except OcrserveError as e:  # one of ours no command caught: its one line, not a traceback
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(1) from None
     except ModuleNotFoundError as e:
         extra = extra_of(e.name)
         if extra is None:

@@ -17,6 +17,7 @@ from typing import Awaitable, Callable, ClassVar
 from PIL import Image
 
 from ocrserve.profiles import Profile
+from ocrserve.errors import OcrserveError
 
 
 class PageInput:
@@ -175,5 +176,5 @@ def check_options(engine: str, cls: type, options: dict) -> dict:
     return {k: v for k, v in options.items() if k in accepted}
 
 
-class EngineError(Exception):
+class EngineError(OcrserveError):
     """An engine cannot be set up at all (bad server URL, checkpoint not found, ...)."""

@@ -17,13 +17,14 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ocrserve.eval.tests import BaselineTest, parse_test
+from ocrserve.errors import OcrserveError
 
 log = logging.getLogger(__name__)
 
 BASELINE_GROUP = "baseline"
 
 
-class BenchError(ValueError):
+class BenchError(OcrserveError, ValueError):
     """The benchmark folder or a test file is not usable (the message names the file and the reason)."""
 
 

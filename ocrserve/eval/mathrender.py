@@ -14,6 +14,7 @@ No browser means no rendering: ``ChromiumKatex.available`` is False and math tes
 
 from __future__ import annotations
 
+from ocrserve.errors import OcrserveError
 import base64
 import json
 import logging
@@ -75,7 +76,7 @@ class MathRenderer(Protocol):
     def render(self, formula: str) -> Rendered: ...
 
 
-class RendererUnavailable(RuntimeError):
+class RendererUnavailable(OcrserveError, RuntimeError):
     pass
 
 

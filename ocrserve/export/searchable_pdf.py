@@ -41,6 +41,7 @@ from ocrserve.engines.lite.chars import _Frame as PageFrame
 from ocrserve.document import Block, Document
 from ocrserve.labels import FIGURE_LABELS
 from ocrserve.export.glyphless import ASCENT, cid_to_gid_map, font_bytes, to_unicode_cmap
+from ocrserve.errors import OcrserveError
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ _MAX_CIDS = 65534
 _WS = re.compile(r"\s+")
 
 
-class SearchablePdfError(ValueError):
+class SearchablePdfError(OcrserveError, ValueError):
     """The searchable PDF cannot be built (the message names the source and the reason)."""
 
 

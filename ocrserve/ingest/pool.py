@@ -9,6 +9,7 @@ crash; a task that hangs again fails with WorkerTimeout.
 
 from __future__ import annotations
 
+from ocrserve.errors import OcrserveError
 import asyncio
 import logging
 import multiprocessing as mp
@@ -71,7 +72,7 @@ def _worker_init(initializer, initargs) -> None:
         initializer(*initargs)
 
 
-class WorkerCrash(Exception):
+class WorkerCrash(OcrserveError):
     """The worker process died while handling this task."""
 
 

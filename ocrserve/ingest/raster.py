@@ -30,9 +30,10 @@ from PIL import Image, ImageOps
 from ocrserve.imagesize import Budget, client_fit_size, image_upscale_size, pdf_scale
 from ocrserve.ingest.sniff import describe_unknown, sniff_file
 from ocrserve.png import encode_pixels, encode_png
+from ocrserve.errors import OcrserveError
 
 
-class DocumentError(Exception):
+class DocumentError(OcrserveError):
     """A document that cannot be read at all; the message says why. `sha256`: the file's hash when it
     was read before the error (an encrypted PDF without its password), so a finished output of this
     very file can still be recognised."""

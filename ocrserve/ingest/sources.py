@@ -16,6 +16,7 @@ from typing import Iterable
 
 from ocrserve.ingest.naming import OccupantOf, assign_names
 from ocrserve.ingest.sniff import DOC_EXTENSIONS, sniff_file
+from ocrserve.errors import OcrserveError
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ class SourceFile:
         return self.name.rsplit("/", 1)[-1]
 
 
-class InputError(ValueError):
+class InputError(OcrserveError, ValueError):
     """An input argument that names nothing (missing path, empty glob)."""
 
 

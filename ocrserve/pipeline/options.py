@@ -16,6 +16,7 @@ from ocrserve.engines import engine_for
 from ocrserve.profiles import Profile
 from ocrserve.export.formats import DEFAULT_FORMATS, parse_formats
 from ocrserve.settings import Settings, get_settings
+from ocrserve.errors import OcrserveError
 
 Format = Literal["md", "html", "json", "pdf", "chunks"]
 
@@ -24,7 +25,7 @@ ENGINE_FIELDS = ("server", "api_key", "served_model", "checkpoint", "device", "b
                  "ignore_eos", "static_cache")
 
 
-class OptionsError(ValueError):
+class OptionsError(OcrserveError, ValueError):
     """Conversion options that do not fit (an unknown option, a bad value)."""
 
 

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Awaitable, Callable
 
-from ocrserve.document import Block, Document, Page, PageTimings, Source, Summary
+from ocrserve.document import Block, Document, Page, PageStatus, PageTimings, Source, Summary
 from ocrserve.engines.base import Engine, EngineResult, PageInput
 from ocrserve.ingest.pool import WorkerCrash
 from ocrserve.ingest.raster import DocumentError, RenderedPage, SourceInfo
@@ -155,7 +155,7 @@ def result_page(res: EngineResult, status: str, model_error: str | None, rp: Ren
         model_error, status = f"postprocess: {parsed}", "failed"
     else:
         page = parsed
-    page.status = status  # type: ignore[assignment]
+    page.status = PageStatus(status)
     page.engine = res.engine or default_engine or None
     page.attempts = res.attempts
     page.prompt_tokens, page.completion_tokens = res.prompt_tokens, res.completion_tokens

@@ -37,13 +37,14 @@ from ocrserve.pipeline.results import DocResult, Event, RunSummary, document_res
 from ocrserve.pipeline.target import OutputTarget
 from ocrserve.profiles import load_profile
 from ocrserve.settings import Settings, get_settings
+from ocrserve.errors import OcrserveError
 
 log = logging.getLogger(__name__)
 
 GPU_ENGINES = ("vllm", "openai", "hf")
 
 
-class RayConvertError(ValueError):
+class RayConvertError(OcrserveError, ValueError):
     """The Ray run cannot start (no Ray installed, cluster not reachable, bad option)."""
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Callable
 
@@ -15,17 +16,29 @@ log = logging.getLogger(__name__)
 Event = Callable[[str, dict[str, Any]], None]
 
 
+class DocStatus(StrEnum):
+    """A document's outcome in a run: a page status of its own (ok, fallback, failed), or skipped (complete)."""
+
+    OK = "ok"
+    FALLBACK = "fallback"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+
+
 @dataclass
 class DocResult:
     name: str
     path: str
-    status: str                      # ok, fallback, failed, skipped
+    status: DocStatus
     error: str | None = None
     document: Document | None = None
     output: Path | None = None
     pages: int = 0
     pages_failed: int = 0
     pages_fallback: int = 0
+
+    def __post_init__(self) -> None:
+        self.status = DocStatus(self.status)  # a page status or a plain string of one
 
 
 @dataclass

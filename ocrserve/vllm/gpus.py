@@ -6,11 +6,12 @@ import shutil
 import subprocess
 
 from ocrserve.vllm.plan import GPU
+from ocrserve.errors import OcrserveError
 
 QUERY = ["nvidia-smi", "--query-gpu=index,memory.total,name", "--format=csv,noheader,nounits"]
 
 
-class NoGPUError(RuntimeError):
+class NoGPUError(OcrserveError, RuntimeError):
     pass
 
 

@@ -29,6 +29,7 @@ from typing import Callable
 import httpx
 
 from ocrserve.vllm.launch import Layout, ProcessSpec
+from ocrserve.errors import OcrserveError
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ def diagnose(log_text: str) -> str | None:
     return None
 
 
-class ServeError(RuntimeError):
+class ServeError(OcrserveError, RuntimeError):
     """A replica could not be started or kept running; the message names it, the reason and the log."""
 
     def __init__(self, name: str, reason: str, log_path: Path | None = None, tail: str = "") -> None:
