@@ -67,7 +67,7 @@ class PageTimings(BaseModel):
 class Page(BaseModel):
     """One page: its blocks and how it was obtained."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)  # page.status = "failed" -> the enum
 
     index: int = Field(description="page index in the source, from 0")
     width: float = Field(description="page width in original coordinates (PDF points or pixels)")

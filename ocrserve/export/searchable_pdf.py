@@ -2,7 +2,7 @@
 
 - PDF sources: the original file's pages are kept as they are (their content streams are not
   rewritten; the text goes into a content stream of its own). A page whose own text layer is usable
-  (the lite engine's rule: ocrserve.engines.lite.textlayer.analyze_page, including an earlier
+  (the lite engine's rule: ocrserve.ingest.pdf.textlayer.analyze_page, including an earlier
   invisible OCR layer that reads like text) keeps it and gets no second layer; a page whose text
   layer misses image regions gets text only for the blocks inside those regions.
 - Images (PNG, JPEG, TIFF frames, ...): one PDF page per image (or frame) holding the image (a
@@ -37,7 +37,7 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
-from ocrserve.engines.lite.chars import _Frame as PageFrame
+from ocrserve.ingest.pdf.chars import _Frame as PageFrame
 from ocrserve.document import Block, Document
 from ocrserve.labels import FIGURE_LABELS
 from ocrserve.export.glyphless import ASCENT, cid_to_gid_map, font_bytes, to_unicode_cmap
@@ -267,7 +267,7 @@ def _save(pdf) -> bytes:
 def _pdf_source(doc: Document, path: Path, password: str | None) -> bytes:
     import pypdfium2 as pdfium
 
-    from ocrserve.engines.lite.textlayer import analyze_page
+    from ocrserve.ingest.pdf.textlayer import analyze_page
 
     try:
         pdf = pdfium.PdfDocument(str(path), password=password)
@@ -378,9 +378,9 @@ def searchable_pdf(doc: Document, source: str | Path | None = None, *, password:
     path = Path(source if source is not None else doc.source.path)
     if not path.is_file():
         raise SearchablePdfError(f"{path}: no such file (the searchable PDF is built from the source document)")
-    from ocrserve.engines.lite.engine import _PDFIUM_LOCK
+    from ocrserve.ingest.pdf.document import PDFIUM_LOCK
 
-    with _PDFIUM_LOCK:
+    with PDFIUM_LOCK:
         if doc.source.type == "pdf":
             data = _pdf_source(doc, path, password)
         else:

@@ -14,12 +14,9 @@ reads the first), and anything above the decompression-bomb limit is refused bef
 
 from __future__ import annotations
 
-import atexit
 import hashlib
 import math
-import os
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,22 +25,10 @@ from PIL import Image, ImageOps
 
 
 from ocrserve.imagesize import Budget, client_fit_size, image_upscale_size, pdf_scale
+from ocrserve.ingest.pdf.document import DocumentError, forget, open_pdf
 from ocrserve.ingest.sniff import describe_unknown, sniff_file
 from ocrserve.png import encode_pixels, encode_png
 from ocrserve.errors import OcrserveError
-
-
-class DocumentError(OcrserveError):
-    """A document that cannot be read at all; the message says why. `sha256`: the file's hash when it
-    was read before the error (an encrypted PDF without its password), so a finished output of this
-    very file can still be recognised."""
-
-    def __init__(self, message: str, sha256: str | None = None) -> None:
-        super().__init__(message)
-        self.sha256 = sha256
-
-    def __reduce__(self):  # keep sha256 across processes
-        return (type(self), (str(self), self.sha256))
 
 
 @dataclass
@@ -82,72 +67,6 @@ def _fit(img: Image.Image, budget: Budget) -> Image.Image:
     return img if size == img.size else img.resize(size, Image.Resampling.LANCZOS)
 
 
-# --- worker-side state: open PDFs are kept for the pages that follow -----------------------------
-_OPEN: "OrderedDict[tuple[str, str | None], object]" = OrderedDict()
-_MAX_OPEN = 4
-_KEPT_OPEN: list[dict] = []  # caches of open PDFs (values) closed at exit
-
-
-def close_at_exit(cache: dict) -> None:
-    """Close the PDFs left in `cache` at exit, before pypdfium2's own exit hook, which reports each one
-    "still open" on stderr: call it after importing pypdfium2 (atexit runs the later-registered first)."""
-    if not _KEPT_OPEN:
-        atexit.register(_close_kept)
-    if all(c is not cache for c in _KEPT_OPEN):
-        _KEPT_OPEN.append(cache)
-
-
-def _close_kept() -> None:
-    for cache in _KEPT_OPEN:
-        while cache:
-            try:
-                cache.popitem()[1].close()
-            except Exception:  # noqa: BLE001
-                pass
-
-
-def _pdf(path: str, password: str | None):
-    import pypdfium2 as pdfium
-
-    close_at_exit(_OPEN)
-    for k in [k for k in _OPEN if k[0] != path and not os.path.exists(k[0])]:
-        forget(k[0])  # a deleted upload must not stay open (its disk space held) in this worker
-    key = (path, password)
-    doc = _OPEN.get(key)
-    if doc is not None:
-        _OPEN.move_to_end(key)
-        return doc
-    try:
-        doc = pdfium.PdfDocument(path, password=password)
-    except pdfium.PdfiumError as e:
-        msg = str(e)
-        if "password" in msg.lower():
-            raise DocumentError(
-                "encrypted PDF: wrong password" if password else "encrypted PDF: a password is needed (--password)"
-            ) from None
-        raise DocumentError(f"corrupt or unreadable PDF ({msg})") from None
-    try:
-        doc.init_forms()  # render form fields (flattened into the page image)
-    except Exception:  # noqa: BLE001 - forms are optional
-        pass
-    _OPEN[key] = doc
-    while len(_OPEN) > _MAX_OPEN:
-        _, old = _OPEN.popitem(last=False)
-        try:
-            old.close()
-        except Exception:  # noqa: BLE001
-            pass
-    return doc
-
-
-def forget(path: str) -> None:
-    """Close a PDF this worker holds open (the document is finished)."""
-    for key in [k for k in _OPEN if k[0] == path]:
-        try:
-            _OPEN.pop(key).close()
-        except Exception:  # noqa: BLE001
-            pass
-
 
 def _open_image(path: str, max_pixels: int) -> Image.Image:
     Image.MAX_IMAGE_PIXELS = None  # our own, clearer guard below
@@ -184,7 +103,7 @@ def open_source(path: str, password: str | None, max_image_pixels: int) -> Sourc
         raise DocumentError(f"cannot read file: {e.strerror or e}") from None
     if kind == "pdf":
         try:
-            doc = _pdf(path, password)
+            doc = open_pdf(path, password)
         except DocumentError as e:
             raise DocumentError(str(e), sha256=h.hexdigest()) from None
         n = len(doc)
@@ -212,7 +131,7 @@ def _flatten(page) -> None:
 def pdf_page_pixels(path: str, index: int, budget: Budget, password: str | None = None) -> tuple[np.ndarray, float, float]:
     """The page as the client sends it, as (H, W, 3) RGB pixels, and its size in points: rendered whole at
     upstream's scale (flattened first, as upstream does), then fitted with LANCZOS when that changes its size."""
-    doc = _pdf(path, password)
+    doc = open_pdf(path, password)
     try:
         page = doc[index]
     except Exception as e:  # noqa: BLE001

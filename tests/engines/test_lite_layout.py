@@ -14,7 +14,7 @@ from ocrserve import Document, Source, load_profile, parse_output, render_markdo
 from ocrserve.engines.base import PageInput
 from ocrserve.engines.lite.engine import lite_raw_for
 from ocrserve.engines.lite.layout import build_blocks
-from ocrserve.engines.lite.textlayer import analyze_page
+from ocrserve.ingest.pdf.textlayer import analyze_page
 
 PROFILE = load_profile("chandra-1")
 W, H = 612, 792

@@ -11,7 +11,7 @@ from reportlab.lib.utils import ImageReader
 from reportlab.pdfgen import canvas
 
 from ocrserve.engines.lite.layout import build_blocks, reading_order
-from ocrserve.engines.lite.textlayer import Line, analyze_page, text_quality
+from ocrserve.ingest.pdf.textlayer import Line, analyze_page, text_quality
 
 WORDS = ("the river carries fine sand toward the sea and the delta grows a little every year while "
          "engineers measure the flow at many stations along the main channel").split()

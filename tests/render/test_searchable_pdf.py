@@ -17,7 +17,7 @@ from PIL import Image, ImageDraw
 
 import ocrserve
 from ocrserve import Document, Source, parse_output
-from ocrserve.engines.lite.textlayer import extract_chars
+from ocrserve.ingest.pdf.textlayer import extract_chars
 from ocrserve.labels import FIGURE_LABELS
 from ocrserve.export.searchable_pdf import SearchablePdfError, layout_block, searchable_pdf
 

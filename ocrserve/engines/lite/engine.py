@@ -28,14 +28,14 @@ from typing import Any
 from PIL import Image
 
 from ocrserve.ingest.pool import kill_workers, retire, worker_processes
-from ocrserve.ingest.raster import close_at_exit
+from ocrserve.ingest.pdf.document import PDFIUM_LOCK, on_close, open_pdf
 from ocrserve.profiles import Profile, load_profile
 from ocrserve.engines.base import DeltaCallback, Engine, EngineError, EngineResult, PageInput
 from ocrserve.engines.lite.layout import blocks_to_raw, build_blocks
-from ocrserve.engines.lite.chars import turn_box
+from ocrserve.ingest.pdf.chars import turn_box
 from ocrserve.engines.lite.ocrgeom import deskew_angle as _deskew_angle, estimate_sizes as _estimate_sizes, mark_bullets, upright_ocr
 from ocrserve.engines.lite.running import forget, running_lines
-from ocrserve.engines.lite.textlayer import Line, analyze_page
+from ocrserve.ingest.pdf.textlayer import Line, analyze_page
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +47,6 @@ OCR_MIN_SCORE = 0.5         # RapidOCR lines below this confidence are dropped
 # ---------------------------------------------------------------- worker side
 
 _OCR: Any = None
-_DOCS: dict[tuple[str, float, str | None], Any] = {}
-_PDFIUM_LOCK = threading.Lock()   # for in-process use (lite_raw_for)
 
 
 def _quiet_rapidocr() -> None:
@@ -119,19 +117,9 @@ def ocr_lines(image: Image.Image) -> list[Line]:
 
 
 def _open_pdf(path: str, password: str | None):
-    import pypdfium2 as pdfium
-
-    close_at_exit(_DOCS)  # no "still open" report from pypdfium2 at exit
-    key = (path, os.path.getmtime(path), password)
-    doc = _DOCS.get(key)
-    if doc is None:
-        while len(_DOCS) >= 2:
-            old = _DOCS.pop(next(iter(_DOCS)))
-            forget(old)
-            old.close()
-        doc = pdfium.PdfDocument(path, password=password)
-        _DOCS[key] = doc
-    return doc
+    """The source PDF, as the text layer reads it (its own documents: the renderer flattens its pages)."""
+    on_close("text", forget)  # a closed document's cached header/footer bands go with it
+    return open_pdf(path, password, cache="text")
 
 
 @dataclass
@@ -241,7 +229,7 @@ def lite_raw_for(page: PageInput, profile: Profile | str | None = None, **option
     Serialised by a lock: pdfium must not run on two threads of a process at once.
     """
     prof = load_profile(profile)
-    with _PDFIUM_LOCK:
+    with PDFIUM_LOCK:
         return page_raw(_task(page, _options(prof, options)))["raw"]
 
 

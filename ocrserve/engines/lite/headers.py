@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from ocrserve.engines.lite.chars import rows_of
-from ocrserve.engines.lite.textlayer import Line
+from ocrserve.ingest.pdf.chars import rows_of
+from ocrserve.ingest.pdf.textlayer import Line
 
 PAGE_NUMBER = re.compile(
     r"^\s*(page\s*)?[-\u2013\u2014]?\s*(\d{1,4}|[ivxlc]{1,7})\s*[-\u2013\u2014]?\s*((of|/)\s*\d{1,4})?\s*$", re.IGNORECASE)

@@ -24,7 +24,7 @@ from typing import Sequence, Union
 from ocrserve.engines.lite.headers import metric as _metric, split_headers_footers
 from ocrserve.engines.lite.order import leaf_order as _leaf_order, reading_order, vfrac_overlap as _vfrac_overlap
 from ocrserve.engines.lite.tables import TableItem, detect_tables, table_html
-from ocrserve.engines.lite.textlayer import Line
+from ocrserve.ingest.pdf.textlayer import Line
 
 Box = tuple[float, float, float, float]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ocrserve.engines.lite.textlayer import Line
+from ocrserve.ingest.pdf.textlayer import Line
 
 
 def deskew_angle(quads: list[list[list[float]]]) -> float:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ocrserve.engines.lite.textlayer import Line
+from ocrserve.ingest.pdf.textlayer import Line
 
 Item = Any
 

@@ -21,8 +21,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from ocrserve.engines.lite.chars import rows_of
-from ocrserve.engines.lite.textlayer import Line
+from ocrserve.ingest.pdf.chars import rows_of
+from ocrserve.ingest.pdf.textlayer import Line
 
 _NUMERIC = re.compile(r"^[\s$\u20ac\u00a3\u00a5(+\-\u2013\u2212]*[\d.,]+\s*[%)TBMKkx\u00d7]*\s*$")
 

@@ -6,7 +6,7 @@ top left, y down, PDF points). Each character also carries its writing direction
 
 - `main_rotation` / `turn`: a page whose text mostly runs in another direction (content drawn sideways, or a
   `/Rotate` that turns it) is turned so that its main direction reads upright;
-- spacing accents set over a letter join it (ocrserve.engines.lite.accents);
+- spacing accents set over a letter join it (ocrserve.ingest.pdf.accents);
 - `chars_to_lines`: characters -> line fragments; ligatures (several characters on one glyph box)
   stay in their word; characters off the main direction (margin watermarks, spine text, slanted
   column heads) make their own lines along their direction, marked by `Line.angle`.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from ocrserve.engines.lite.chars import Char
+from ocrserve.ingest.pdf.chars import Char
 
 
 # spacing accents -> combining marks

@@ -1,4 +1,4 @@
-"""A PDF page's text layer through pypdfium2: its lines (ocrserve.engines.lite.chars) and whether it
+"""A PDF page's text layer through pypdfium2: its lines (ocrserve.ingest.pdf.chars) and whether it
 can be trusted.
 
 Coordinates are page coordinates as the page is displayed (rotation applied, crop box origin at the
@@ -29,10 +29,10 @@ from typing import Literal
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from ocrserve.engines.lite.chars import (  # noqa: F401 - Line and Char are this module's API too
+from ocrserve.ingest.pdf.chars import (  # noqa: F401 - Line and Char are this module's API too
     Char, Line, _Frame, chars_to_lines, extract_chars, main_rotation, turn, turn_box,
 )
-from ocrserve.engines.lite.accents import compose_accents
+from ocrserve.ingest.pdf.accents import compose_accents
 
 log = logging.getLogger(__name__)
 
