@@ -6,171 +6,13 @@ import asyncio
 import base64
 import json
 import os
-import signal
-import socket
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.support.helpers import blank_pdf, image, text_pdf
-from tests.fakes.standin import StandIn, expected_output, standin  # noqa: F401
-
-ROOT = Path(__file__).resolve().parents[2]
-KEYS = ["key-alpha", "key-beta", "key-gamma", "key-delta"]
-MAX_UPLOAD = 3_000_000
-MAX_PAGES = 20
-PER_KEY = 3
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class ApiProcess:
-    """`ocrserve api` as a subprocess in its own process group (so its render workers go with it)."""
-
-    def __init__(self, server: str | None, data_dir: Path, env: dict[str, str] | None = None,
-                 log_path: Path | None = None, engine: str | None = None):
-        self.server, self.data_dir, self.extra_env, self.engine = server, data_dir, env or {}, engine
-        self.log_path = log_path or data_dir.parent / f"{data_dir.name}.log"
-        self.proc: subprocess.Popen | None = None
-        self.port = 0
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self, timeout: float = 60.0) -> "ApiProcess":
-        self.port = free_port()
-        env = {**os.environ, "PYTHONPATH": str(ROOT), **self.extra_env}
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "ocrserve.cli", "api", "--port", str(self.port), "--host", "127.0.0.1",
-                 "--data-dir", str(self.data_dir)]
-                + (["--server", self.server] if self.server else []) + (["--engine", self.engine] if self.engine else []),
-                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"ocrserve api exited with {self.proc.returncode}: {self.log()[-3000:]}")
-            try:
-                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"ocrserve api did not answer /healthz: {self.log()[-3000:]}")
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        """Signal the whole process group (the server and its render workers)."""
-        if self.proc is None:
-            return
-        try:
-            os.killpg(self.proc.pid, sig)
-        except ProcessLookupError:
-            pass
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=5)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.kill(signal.SIGTERM)
-        if self.proc is not None:  # workers left behind by a killed server
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-
-API_ENV = {
-    "OCRSERVE_MODEL": "chandra-1",  # the stand-in answers as Chandra 1 ([x0, y0, x1, y1] of 1024)
-    "OCRSERVE_API_KEYS": ",".join(KEYS),
-    "OCRSERVE_MAX_UPLOAD_BYTES": str(MAX_UPLOAD),
-    "OCRSERVE_MAX_PAGES": str(MAX_PAGES),
-    "OCRSERVE_PER_KEY_CONCURRENCY": str(PER_KEY),
-    "OCRSERVE_JOB_WORKERS": "4",
-    "OCRSERVE_RENDER_WORKERS": "2",
-    "OCRSERVE_FALLBACK": "false",
-}
-_SHARED: dict[str, ApiProcess] = {}
-
-
-def shared_api(name: str, standin: StandIn, env: dict[str, str], tmp_path_factory, request) -> ApiProcess:  # noqa: F811
-    """One API process of this name per pytest session in front of the session's stand-in."""
-    proc = _SHARED.get(name)
-    if proc is None or not proc.alive() or proc.server != standin.url:
-        if proc is not None:
-            proc.stop()
-        data = tmp_path_factory.mktemp(name) / "data"
-        proc = ApiProcess(standin.url, data, env).start()
-        _SHARED[name] = proc
-        request.config.add_cleanup(proc.stop)
-    return proc
-
-
-@pytest.fixture
-def api(standin: StandIn, tmp_path_factory, request) -> ApiProcess:  # noqa: F811
-    """One API process per pytest session in front of the session's stand-in (reset for each test); no fallback."""
-    return shared_api("api", standin, API_ENV, tmp_path_factory, request)
-
-
-@pytest.fixture
-def api_fb(standin: StandIn, tmp_path_factory, request) -> ApiProcess:  # noqa: F811
-    """Like `api`, with the lite fallback on (pages the model engine gives up on are rescued)."""
-    return shared_api("api_fb", standin, {**API_ENV, "OCRSERVE_FALLBACK": "true"}, tmp_path_factory, request)
-
-
-def H(key: str = KEYS[0]) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
-
-
-@pytest.fixture(scope="module")
-def docs(tmp_path_factory) -> dict[str, Path]:
-    d = tmp_path_factory.mktemp("docs")
-    return {
-        "pdf3": text_pdf(d / "three.pdf", pages=3, title="Report"),
-        "pdf1": text_pdf(d / "one.pdf", pages=1, title="Memo"),
-        "png": image(d / "scan.png", size=(640, 480), text="Scan"),
-        "many": blank_pdf(d / "many.pdf", pages=MAX_PAGES + 5),
-        "bad": _write(d / "notes.pdf", b"these are plain words, not a PDF at all\n" * 20),
-        "big": _write(d / "big.pdf", b"%PDF-1.4\n" + os.urandom(MAX_UPLOAD + 1000)),
-    }
-
-
-def _write(p: Path, data: bytes) -> Path:
-    p.write_bytes(data)
-    return p
-
-
-def parse_sse(text: str) -> list[tuple[str, dict]]:
-    events = []
-    for chunk in text.replace("\r\n", "\n").split("\n\n"):
-        kind, data = None, []
-        for line in chunk.split("\n"):
-            if line.startswith("event:"):
-                kind = line[6:].strip()
-            elif line.startswith("data:"):
-                data.append(line[5:].strip())
-        if kind and data:
-            events.append((kind, json.loads("\n".join(data))))
-    return events
+from tests.fakes.standin import StandIn, expected_output
+from tests.support.api import H, KEYS, MAX_PAGES, MAX_UPLOAD, PER_KEY, ApiProcess, free_port, page_events, parse_sse, wait_job
 
 
 def _header_text(page: dict) -> str:
@@ -215,7 +57,7 @@ def test_health_ready_docs_viewer_metrics(api: ApiProcess, docs) -> None:
     assert ok_pages(m) == ok_pages(before) + 1
 
 
-def test_every_json_answer_ends_with_a_newline(api: ApiProcess, standin: StandIn, docs) -> None:  # noqa: F811
+def test_every_json_answer_ends_with_a_newline(api: ApiProcess, standin: StandIn, docs) -> None:
     """curl's output of any JSON answer ends the line (the prompt does not stick to it): ops, errors of
     every kind, convert, and every job answer (the status is serialized by FastAPI from its model)."""
     c = httpx.Client(base_url=api.url, timeout=60, headers=H())
@@ -250,7 +92,7 @@ def test_every_json_answer_ends_with_a_newline(api: ApiProcess, standin: StandIn
         job_id = check(c.post("/v1/jobs", files={"file": ("one.pdf", f)}), 202).json()["id"]
     check(c.get(f"/v1/jobs/{job_id}"), 200)
     check(c.get(f"/v1/jobs/{job_id}/result"), 409)
-    _wait_job(c, job_id)
+    wait_job(c, job_id)
     check(c.get(f"/v1/jobs/{job_id}"), 200)
     check(c.get(f"/v1/jobs/{job_id}/result"), 200)
     check(c.delete(f"/v1/jobs/{job_id}"), 200)
@@ -366,7 +208,7 @@ def test_oversize_upload_and_too_many_pages_are_413(api: ApiProcess, docs) -> No
     assert 'ocrserve_requests_rejected_total{reason="too_large"}' in c.get("/metrics").text
 
 
-def test_per_key_concurrency_is_429_with_retry_after(api: ApiProcess, standin: StandIn, docs) -> None:  # noqa: F811
+def test_per_key_concurrency_is_429_with_retry_after(api: ApiProcess, standin: StandIn, docs) -> None:
     standin.control(delay_s=1.0)
     data = docs["pdf1"].read_bytes()
 
@@ -388,7 +230,7 @@ def test_per_key_concurrency_is_429_with_retry_after(api: ApiProcess, standin: S
 # ------------------------------------------------------------------------------------------- SSE
 
 
-def test_stream_events_in_order_with_blocks_matching_the_page(api: ApiProcess, standin: StandIn, docs) -> None:  # noqa: F811
+def test_stream_events_in_order_with_blocks_matching_the_page(api: ApiProcess, standin: StandIn, docs) -> None:
     from ocrserve import parse_output
 
     standin.control(token_delay_s=0.0005, chunk_chars=7)
@@ -435,11 +277,7 @@ def test_stream_with_markdown_and_an_unreachable_page_image(api: ApiProcess, doc
     assert c.get("/v1/pages/not-a-token.png").status_code == 404
 
 
-def page_events(events: list[tuple[str, dict]], page: int) -> list[tuple[str, dict]]:
-    return [(k, d) for k, d in events if d.get("page") == page]
-
-
-def test_stream_a_cut_off_answer_is_the_pages_answer(api: ApiProcess, standin: StandIn, docs) -> None:  # noqa: F811
+def test_stream_a_cut_off_answer_is_the_pages_answer(api: ApiProcess, standin: StandIn, docs) -> None:
     standin.control(default_plan=["cutoff"], chunk_chars=64)
     c = httpx.Client(base_url=api.url, timeout=60, headers=H())
     with open(docs["pdf1"], "rb") as f:
@@ -455,7 +293,7 @@ def test_stream_a_cut_off_answer_is_the_pages_answer(api: ApiProcess, standin: S
 
 
 @pytest.mark.parametrize("bad", ["loop"])
-def test_stream_a_retried_attempt_resets_the_page_at_once(api: ApiProcess, standin: StandIn, docs, bad: str) -> None:  # noqa: F811
+def test_stream_a_retried_attempt_resets_the_page_at_once(api: ApiProcess, standin: StandIn, docs, bad: str) -> None:
     # the first attempt streams some blocks, then loops: the engine starts the
     # page over with on_delta(""); the client hears page_reset right then, and the retry's blocks from 0
     standin.control(default_plan=[bad, "ok"], chunk_chars=64)
@@ -483,7 +321,7 @@ def test_stream_a_retried_attempt_resets_the_page_at_once(api: ApiProcess, stand
     assert sum(standin.stats()["attempts"].values()) == 2
 
 
-def test_convert_status_header_ok_and_failed(api: ApiProcess, standin: StandIn, docs) -> None:  # noqa: F811
+def test_convert_status_header_ok_and_failed(api: ApiProcess, standin: StandIn, docs) -> None:
     c = httpx.Client(base_url=api.url, timeout=60, headers=H())
     with open(docs["pdf3"], "rb") as f:
         r = c.post("/v1/convert", params={"pages": "3"}, files={"file": ("three.pdf", f)})
@@ -499,7 +337,7 @@ def test_convert_status_header_ok_and_failed(api: ApiProcess, standin: StandIn, 
     assert r.status_code == 200 and r.headers["x-ocr-status"] == "failed"
     with open(docs["png"], "rb") as f:  # a job's result says the same (a page not asked for yet: refused too)
         job_id = c.post("/v1/jobs", files={"file": ("scan.png", f)}).json()["id"]
-    assert _wait_job(c, job_id)["pages_failed"] == 1
+    assert wait_job(c, job_id)["pages_failed"] == 1
     for fmt in ("json", "md", "html"):
         r = c.get(f"/v1/jobs/{job_id}/result", params={"format": fmt})
         assert r.status_code == 200 and r.headers["x-ocr-status"] == "failed", (fmt, r.status_code)
@@ -513,17 +351,7 @@ def test_convert_status_header_ok_and_failed(api: ApiProcess, standin: StandIn, 
 # ------------------------------------------------------------------------------------------ jobs
 
 
-def _wait_job(c: httpx.Client, job_id: str, timeout: float = 60.0, headers=None) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        j = c.get(f"/v1/jobs/{job_id}", headers=headers).json()
-        if j["status"] in ("done", "failed"):
-            return j
-        time.sleep(0.1)
-    raise AssertionError(f"job {job_id} not finished: {j}")
-
-
-def test_jobs_lifecycle(api: ApiProcess, standin: StandIn, docs) -> None:  # noqa: F811
+def test_jobs_lifecycle(api: ApiProcess, standin: StandIn, docs) -> None:
     c = httpx.Client(base_url=api.url, timeout=60, headers=H())
     standin.control(delay_s=0.5)
     with open(docs["pdf3"], "rb") as f:
@@ -536,7 +364,7 @@ def test_jobs_lifecycle(api: ApiProcess, standin: StandIn, docs) -> None:  # noq
     early = c.get(f"/v1/jobs/{job_id}/result")
     assert early.status_code == 409 and job_id in early.json()["detail"]
     assert c.get(f"/v1/jobs/{job_id}", headers=H(KEYS[1])).status_code == 404  # another key's job
-    j = _wait_job(c, job_id)
+    j = wait_job(c, job_id)
     assert j["status"] == "done" and j["progress"] == {"pages_done": 3, "pages_total": 3} and j["pages_failed"] == 0
     res = c.get(f"/v1/jobs/{job_id}/result")
     doc = res.json()

@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from tests.support.helpers import blank_pdf, text_pdf
-from tests.fakes.standin import StandIn, standin  # noqa: F401
-from tests.api.test_api import ApiProcess, shared_api
+from tests.fakes.standin import StandIn
+from tests.support.api import ApiProcess, shared_api
 
 PER_KEY = 2
 MAX_UPLOAD = 2_000_000
@@ -35,7 +35,7 @@ OPEN_ENV = {
 
 
 @pytest.fixture
-def api_open(standin: StandIn, tmp_path_factory, request) -> ApiProcess:  # noqa: F811
+def api_open(standin: StandIn, tmp_path_factory, request) -> ApiProcess:
     return shared_api("api_open", standin, OPEN_ENV, tmp_path_factory, request)
 
 
@@ -80,7 +80,7 @@ def _convert_ok(api: ApiProcess, pdf: Path, stream: bool = False) -> httpx.Respo
     return r
 
 
-def test_streams_dropped_mid_conversion_give_back_their_slot_and_files(api_open: ApiProcess, standin: StandIn,  # noqa: F811
+def test_streams_dropped_mid_conversion_give_back_their_slot_and_files(api_open: ApiProcess, standin: StandIn,
                                                                        pdfs) -> None:
     standin.control(delay_s=3)  # every page takes a while at the model server
 
@@ -126,7 +126,7 @@ def test_streams_dropped_mid_conversion_give_back_their_slot_and_files(api_open:
     assert _leftovers(api_open) == []
 
 
-def test_plain_convert_dropped_by_its_client_stops_and_gives_back_its_slot(api_open: ApiProcess,  # noqa: F811
+def test_plain_convert_dropped_by_its_client_stops_and_gives_back_its_slot(api_open: ApiProcess,
                                                                           standin: StandIn, pdfs) -> None:
     standin.control(delay_s=120)  # the stand-in would hold these pages far longer than the test runs
 
@@ -200,7 +200,7 @@ def _page_metrics(api: ApiProcess) -> tuple[dict[str, float], float]:
     return pages, latency
 
 
-def test_metrics_count_every_page_once_when_a_client_drops_its_stream(api_open: ApiProcess, standin: StandIn,  # noqa: F811
+def test_metrics_count_every_page_once_when_a_client_drops_its_stream(api_open: ApiProcess, standin: StandIn,
                                                                       pdfs) -> None:
     before, lat0 = _page_metrics(api_open)
     standin.control(delay_s=30)  # the pages stay at the model server while the client goes away

@@ -10,15 +10,15 @@ import time
 import httpx
 
 from tests.support.helpers import text_pdf
-from tests.fakes.standin import StandIn, standin  # noqa: F401
-from tests.api.test_api import KEYS, ApiProcess
+from tests.fakes.standin import StandIn
+from tests.support.api import KEYS, ApiProcess
 
 ENV = {"OCRSERVE_API_KEYS": KEYS[0], "OCRSERVE_JOB_WORKERS": "1", "OCRSERVE_FALLBACK": "false",
        "OCRSERVE_RENDER_WORKERS": "1"}
 H = {"Authorization": f"Bearer {KEYS[0]}"}
 
 
-def test_sigkill_mid_job_then_restart_completes_every_page(standin: StandIn, tmp_path) -> None:  # noqa: F811
+def test_sigkill_mid_job_then_restart_completes_every_page(standin: StandIn, tmp_path) -> None:
     pages = 5
     pdf = text_pdf(tmp_path / "long.pdf", pages=pages, title="Durable")
     # slow engine, one page at a time: the job is surely mid-way when the service dies

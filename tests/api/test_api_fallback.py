@@ -6,8 +6,8 @@ import httpx
 
 from ocrserve.profiles import load_profile
 from tests.support.helpers import text_pdf
-from tests.fakes.standin import StandIn, standin  # noqa: F401
-from tests.api.test_api import H, ApiProcess, api_fb, page_events, parse_sse  # noqa: F401
+from tests.fakes.standin import StandIn
+from tests.support.api import H, ApiProcess, page_events, parse_sse
 
 
 def _check_fallback_page(events: list[tuple[str, dict]], page: int, title: str, why: str) -> list[tuple[str, dict]]:
@@ -28,7 +28,7 @@ def _check_fallback_page(events: list[tuple[str, dict]], page: int, title: str, 
     return mine
 
 
-def test_stream_sends_the_blocks_of_a_page_rescued_by_the_fallback(api_fb: ApiProcess, standin: StandIn,  # noqa: F811
+def test_stream_sends_the_blocks_of_a_page_rescued_by_the_fallback(api_fb: ApiProcess, standin: StandIn,
                                                                    tmp_path) -> None:
     pdf = text_pdf(tmp_path / "memo.pdf", pages=2, title="Memo")
     standin.control(default_plan=["400"])  # the model server refuses every page at once: lite rescues them
@@ -54,7 +54,7 @@ def test_stream_sends_the_blocks_of_a_page_rescued_by_the_fallback(api_fb: ApiPr
     assert [p["status"] for p in r.json()["pages"]] == ["fallback", "fallback"]
 
 
-def test_stream_drops_the_blocks_of_given_up_attempts_before_the_rescue(api_fb: ApiProcess, standin: StandIn,  # noqa: F811
+def test_stream_drops_the_blocks_of_given_up_attempts_before_the_rescue(api_fb: ApiProcess, standin: StandIn,
                                                                        tmp_path) -> None:
     pdf = text_pdf(tmp_path / "note.pdf", pages=1, title="Note")
     tries = load_profile("chandra-1").max_retries + 1

@@ -8,11 +8,10 @@ import json
 import httpx
 import pypdfium2 as pdfium
 
-from tests.api.test_api import H, KEYS, ApiProcess, _wait_job, api, docs  # noqa: F401 (fixtures)
-from tests.fakes.standin import standin  # noqa: F401 (fixture)
+from tests.support.api import H, KEYS, ApiProcess, wait_job
 
 
-def test_convert_answers_a_searchable_pdf_and_chunks(api: ApiProcess, docs, standin) -> None:  # noqa: F811
+def test_convert_answers_a_searchable_pdf_and_chunks(api: ApiProcess, docs, standin) -> None:
     c = httpx.Client(base_url=api.url, headers=H(KEYS[0]), timeout=120)
     src = docs["pdf3"].read_bytes()
     r = c.post("/v1/convert", params={"format": "pdf", "pages": "1-2"}, files={"file": ("three.pdf", src)})
@@ -30,12 +29,12 @@ def test_convert_answers_a_searchable_pdf_and_chunks(api: ApiProcess, docs, stan
     assert r.status_code == 400 and "stream" in r.json()["detail"]
 
 
-def test_a_job_result_in_chunks_and_why_not_as_pdf(api: ApiProcess, docs, standin) -> None:  # noqa: F811
+def test_a_job_result_in_chunks_and_why_not_as_pdf(api: ApiProcess, docs, standin) -> None:
     c = httpx.Client(base_url=api.url, headers=H(KEYS[0]), timeout=120)
     r = c.post("/v1/jobs", files={"file": ("one.pdf", docs["pdf1"].read_bytes())})
     assert r.status_code == 202, r.text
     job_id = r.json()["id"]
-    assert _wait_job(c, job_id)["status"] == "done"
+    assert wait_job(c, job_id)["status"] == "done"
     r = c.get(f"/v1/jobs/{job_id}/result", params={"format": "chunks"})
     assert r.status_code == 200 and [json.loads(ln)["pages"] for ln in r.text.splitlines()][0] == [1]
     r = c.get(f"/v1/jobs/{job_id}/result", params={"format": "pdf"})

@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from tests.support.helpers import encrypted_pdf, text_pdf
-from tests.fakes.standin import StandIn, standin  # noqa: F401
-from tests.api.test_api import KEYS, H, ApiProcess, api, parse_sse, shared_api  # noqa: F401
+from tests.fakes.standin import StandIn
+from tests.support.api import KEYS, H, ApiProcess, parse_sse, shared_api
 
 MAX_UPLOAD = 2_000_000
 PER_KEY = 4            # the default
@@ -41,7 +41,7 @@ HOSTILE_ENV = {
 
 
 @pytest.fixture
-def api_hostile(standin: StandIn, tmp_path_factory, request) -> ApiProcess:  # noqa: F811
+def api_hostile(standin: StandIn, tmp_path_factory, request) -> ApiProcess:
     return shared_api("api_hostile", standin, HOSTILE_ENV, tmp_path_factory, request)
 
 
@@ -190,7 +190,7 @@ def test_open_connections_are_capped(api_hostile: ApiProcess, files) -> None:
 # ------------------------------------------------------------------------------ 8: weak spots
 
 
-def test_page_images_need_the_key_that_converted_the_page(api: ApiProcess, files) -> None:  # noqa: F811
+def test_page_images_need_the_key_that_converted_the_page(api: ApiProcess, files) -> None:
     c = httpx.Client(base_url=api.url, timeout=60)
     r = c.post("/v1/convert", params={"stream": "true"}, headers=H(KEYS[0]),
                files={"file": ("one.pdf", files["one"].read_bytes())})
@@ -241,7 +241,7 @@ def test_a_long_job_id_is_not_echoed_whole(api_hostile: ApiProcess) -> None:
     assert len(c.get("/v1/jobs/" + "b" * 10_000 + "/result").json()["detail"]) < 300
 
 
-def test_cors_only_for_the_configured_origins(api_hostile: ApiProcess, api: ApiProcess) -> None:  # noqa: F811
+def test_cors_only_for_the_configured_origins(api_hostile: ApiProcess, api: ApiProcess) -> None:
     pre = {"Origin": ORIGIN, "Access-Control-Request-Method": "POST",
            "Access-Control-Request-Headers": "authorization,content-type"}
     r = httpx.options(api_hostile.url + "/v1/convert", headers=pre, timeout=30)

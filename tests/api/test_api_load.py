@@ -9,14 +9,14 @@ from collections import Counter
 import httpx
 
 from tests.support.helpers import image
-from tests.fakes.standin import StandIn, standin  # noqa: F401
-from tests.api.test_api import KEYS, ApiProcess, api  # noqa: F401
+from tests.fakes.standin import StandIn
+from tests.support.api import KEYS, ApiProcess
 
 CLIENTS = 200
 
 
 def test_200_concurrent_clients_get_200_202_or_429_and_every_job_completes(
-    api: ApiProcess, standin: StandIn, tmp_path  # noqa: F811
+    api: ApiProcess, standin: StandIn, tmp_path
 ) -> None:
     # the engine is saturated: it runs 4 requests at a time, each taking a while; the rest wait
     standin.control(max_concurrency=4, delay_s=0.05)

@@ -18,8 +18,8 @@ import httpx
 from ocrserve.api.jobs import JobStore
 from ocrserve.api.worker import JobWorker
 from tests.support.helpers import text_pdf
-from tests.fakes.standin import StandIn, standin  # noqa: F401
-from tests.api.test_api import KEYS, ApiProcess
+from tests.fakes.standin import StandIn
+from tests.support.api import KEYS, ApiProcess
 
 H = {"Authorization": f"Bearer {KEYS[0]}"}
 ENV = {"OCRSERVE_API_KEYS": KEYS[0], "OCRSERVE_JOB_WORKERS": "1", "OCRSERVE_FALLBACK": "false",
@@ -69,7 +69,7 @@ def _status(c: httpx.Client, job_id: str) -> str | None:
     return r.json()["status"] if r.status_code == 200 else None
 
 
-def test_finished_jobs_expire_queued_and_running_ones_stay(standin: StandIn, tmp_path) -> None:  # noqa: F811
+def test_finished_jobs_expire_queued_and_running_ones_stay(standin: StandIn, tmp_path) -> None:
     pdf1 = text_pdf(tmp_path / "one.pdf", pages=1, title="Short")
     pdf2 = text_pdf(tmp_path / "two.pdf", pages=2, title="Held")
     data = tmp_path / "data"
@@ -115,7 +115,7 @@ def test_finished_jobs_expire_queued_and_running_ones_stay(standin: StandIn, tmp
         api.stop()
 
 
-def test_restart_sweeps_at_startup_and_keeps_unfinished_jobs(standin: StandIn, tmp_path) -> None:  # noqa: F811
+def test_restart_sweeps_at_startup_and_keeps_unfinished_jobs(standin: StandIn, tmp_path) -> None:
     pdf = text_pdf(tmp_path / "one.pdf", pages=1, title="Kept")
     data = tmp_path / "data"
     # first service: jobs kept forever (TTL 0)

@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from tests.api.test_api import ROOT, ApiProcess, parse_sse
+from tests.support.api import ROOT, ApiProcess, parse_sse
 
 README = ROOT / "README.md"
 SECTION = "### API examples (curl)"

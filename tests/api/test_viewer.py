@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.helpers import text_pdf
-from tests.fakes.standin import StandIn, standin  # noqa: F401
-from tests.api.test_api import KEYS, ApiProcess, api  # noqa: F401
+from tests.fakes.standin import StandIn
+from tests.support.api import KEYS, ApiProcess
 from tests.support.helpers import start_chromium, stop_process
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -121,7 +121,7 @@ def _screenshot(cdp: CDP, path: Path, height: int = 1000) -> bytes:
     return shot
 
 
-def test_viewer_uploads_a_pdf_and_draws_labelled_boxes(api: ApiProcess, standin: StandIn, chromium: CDP, tmp_path) -> None:  # noqa: F811
+def test_viewer_uploads_a_pdf_and_draws_labelled_boxes(api: ApiProcess, standin: StandIn, chromium: CDP, tmp_path) -> None:
     pdf = text_pdf(tmp_path / "quarterly.pdf", pages=2, title="Quarterly report")
     standin.control(token_delay_s=0.001, chunk_chars=16)  # a real stream, blocks arriving one by one
     cdp = chromium
@@ -223,7 +223,7 @@ def test_viewer_with_the_lite_engine_boxes_line_up_with_the_page_text(lite_api: 
     assert len(shot) > 50_000
 
 
-def test_api_docs_render_offline_from_the_package(api: ApiProcess, chromium: CDP) -> None:  # noqa: F811
+def test_api_docs_render_offline_from_the_package(api: ApiProcess, chromium: CDP) -> None:
     cdp = chromium
     cdp.call("Page.enable")
     cdp.call("Page.navigate", url=api.url + "/docs")

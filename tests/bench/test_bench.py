@@ -11,7 +11,6 @@ import pytest
 
 from ocrserve.bench.runner import pct, run_bench, write_report
 from ocrserve.bench.synthetic import make_pdf
-from tests.fakes.standin import standin  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 

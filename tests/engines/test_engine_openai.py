@@ -18,7 +18,7 @@ from ocrserve.engines.openai import OpenAIEngine, normalize_base_url, parse_retr
 from ocrserve.parse import is_repetition_loop, parse_output
 from ocrserve.profiles import load_profile
 from ocrserve.settings import get_settings
-from tests.fakes.standin import expected_output, standin  # noqa: F401  (fixture)
+from tests.fakes.standin import expected_output
 
 
 def make_page(i: int, size: tuple[int, int] = (64, 96)) -> PageInput:

@@ -4,7 +4,7 @@ Run it by hand:
 
     python -m tests.fakes.standin --port 8000 [--host 127.0.0.1] [--config '{"delay_s": 0.2}']
 
-or from tests through the `standin` fixture (`from tests.fakes.standin import standin`), which starts one
+or from tests through the `standin` fixture (tests/conftest.py), which starts one
 process for the whole pytest session and resets its config and statistics before each test. Code
 outside pytest (benchmarks) uses `start_standin(**config)` / `StandIn.stop()`.
 
@@ -742,34 +742,6 @@ def start_standin(host: str = "127.0.0.1", port: int = 0, timeout: float = 30.0,
             handle.stop()
             raise RuntimeError("stand-in server did not answer /health")
         time.sleep(0.05)
-
-
-# --------------------------------------------------------------------------------- pytest fixture
-
-try:
-    import pytest
-except ImportError:  # pragma: no cover - the server itself does not need pytest
-    pytest = None
-
-if pytest is not None:
-
-    _SESSION: dict[str, StandIn] = {}
-
-    @pytest.fixture
-    def standin(request) -> StandIn:
-        """A stand-in server shared by the whole session, reset (config and stats) for each test."""
-        handle = _SESSION.get("server")
-        if handle is None or not handle.alive():
-            handle = start_standin()
-            _SESSION["server"] = handle
-
-            def _stop(h=handle):
-                h.stop()
-                _SESSION.pop("server", None)
-
-            request.config.add_cleanup(_stop)
-        handle.reset()
-        return handle
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from ocrserve.parse import is_repetition_loop, parse_output
-from tests.fakes.standin import StandInConfig, chandra_output, expected_output, make_answer, standin  # noqa: F401
+from tests.fakes.standin import StandInConfig, chandra_output, expected_output, make_answer
 
 
 def png(i: int, size=(64, 64)) -> bytes:

@@ -15,7 +15,6 @@ import pytest
 import ocrserve
 from ocrserve.pipeline.local import Converter
 from tests.support import helpers
-from tests.fakes.standin import standin  # noqa: F401  (fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -27,7 +27,7 @@ from ocrserve.profiles import load_profile  # noqa: E402
 from ocrserve.settings import Settings  # noqa: E402
 
 from tests.support.helpers import image, text_pdf  # noqa: E402
-from tests.fakes.standin import chandra_output, standin  # noqa: E402,F401
+from tests.fakes.standin import chandra_output  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 

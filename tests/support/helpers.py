@@ -10,7 +10,6 @@ from PIL import Image, ImageDraw
 
 def text_pdf(path: Path, pages: int = 3, size=(612, 792), title: str = "Doc") -> Path:
     """A born-digital PDF with a heading and a paragraph on each page (reportlab)."""
-    from reportlab.lib.pagesizes import letter  # noqa: F401
     from reportlab.pdfgen import canvas
 
     c = canvas.Canvas(str(path), pagesize=size)
