@@ -11,23 +11,25 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="OCRSERVE_", extra="ignore")
 
-    # model profile name or profile file (chandra-2, chandra-1, path/to/profile.toml); unset: the model a
+    # The defaults of convert options: each is declared once on ConvertOptions (pipeline/options.py, its help,
+    # type and CLI flag) and filled from here by ConvertOptions.resolve(); a test checks name, type and bounds.
+    # convert --model: a profile name or file (chandra-2, chandra-1, path/to/profile.toml); unset: the model a
     # server serves (its /v1/models card), else chandra-2, upstream's default
     model: str | None = None
-    # engine: lite (embedded CPU), openai (any OpenAI-compatible server, vLLM), hf (transformers)
+    # convert --engine (unset: openai with a server, else lite)
     engine: str | None = None
-    # base URL of an OpenAI-compatible server, e.g. http://localhost:8000/v1
+    # convert --server: base URL of an OpenAI-compatible server, e.g. http://localhost:8000/v1
     server: str | None = None
-    # API key for that server
+    # convert --api-key: API key for that server
     api_key: str | None = None
-    # model name the server knows the model by (default: ask the server's /v1/models)
+    # convert --served-model: the server's name of the model (default: ask the server's /v1/models)
     served_model: str | None = None
-    # requests in flight to the server (vLLM batches them; 0 = derive from the server)
-    concurrency: int = 0
+    # convert --concurrency: requests in flight to the server (vLLM batches them; unset or 0: 128)
+    concurrency: int | None = Field(None, ge=1)
     # rendered pages allowed to wait ahead of the requests (memory bound)
-    prefetch_pages: int = 64
-    # worker processes rendering PDF pages (0 = cpu count, at most 8)
-    render_workers: int = 0
+    prefetch_pages: int = Field(64, ge=0)
+    # convert --render-workers: worker processes rendering PDF pages (0 = cpu count, at most 8)
+    render_workers: int = Field(0, ge=0)
     # how worker processes start: fork (Linux default), spawn or forkserver
     mp_start: str | None = None
     # seconds a render worker may spend on one task (open, render a page) before it is killed and the
@@ -44,9 +46,9 @@ class Settings(BaseSettings):
     request_timeout: float | None = None
     # give up on a page after this many connection errors / 5xx answers
     max_connection_retries: int = 5
-    # hand pages the model cannot read to the lite engine
+    # convert --no-fallback sets it false: hand pages the model cannot read to the lite engine
     fallback: bool = True
-    # keep Page-Header / Page-Footer blocks in Markdown
+    # convert --keep-headers-footers: keep Page-Header / Page-Footer blocks in Markdown
     keep_headers_footers: bool = False
     # largest image (pixels) that is opened at all; larger ones are refused as decompression bombs
     max_image_pixels: int = 200_000_000
@@ -95,6 +97,12 @@ class Settings(BaseSettings):
     def _empty_is_unset(cls, v):
         # OCRSERVE_API_KEYS_FILE= (set but empty) means "no file", not the current folder
         return None if isinstance(v, str) and not v.strip() else v
+
+    @field_validator("concurrency", mode="before")
+    @classmethod
+    def _zero_is_unset(cls, v):
+        # OCRSERVE_CONCURRENCY=0 (or set but empty) keeps its old meaning: derive it (128 for a server)
+        return None if v in (0, "0") or (isinstance(v, str) and not v.strip()) else v
 
 
 def get_settings(**overrides) -> Settings:

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import os
 import signal
 import sys
 import time
-from typing import Any, Optional
+from typing import Any
 
 import typer
+
+from ocrserve.cli import declared
+from ocrserve.pipeline.options import ConvertOptions, OptionsError
 
 
 class _Display:
@@ -152,74 +156,42 @@ def _run(inputs: list[str], options: Any, display: _Display) -> Any:
     return asyncio.run(main())
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("convert")
-    def convert(
-        inputs: list[str] = typer.Argument(..., help="files, folders (recursive), globs, or - to read paths from stdin"),
-        output: str = typer.Option("ocrserve-out", "--output", "-o", help="output folder (with --ray also an fsspec URL)"),
-        engine: Optional[str] = typer.Option(None, "--engine", "-e", help="lite (default without a server), openai, hf"),
-        model: Optional[str] = typer.Option(None, "--model", "-m", help="model profile: chandra-2, chandra-1 or a profile file (default: what --server serves, else chandra-2; OCRSERVE_MODEL)"),
-        server: Optional[str] = typer.Option(None, "--server", help="OpenAI-compatible server URL (vLLM), implies --engine openai"),
-        api_key: Optional[str] = typer.Option(None, "--api-key", help="API key for the server (default: OCRSERVE_API_KEY)"),
-        served_model: Optional[str] = typer.Option(None, "--served-model", help="model name on the server (default: asked)"),
-        concurrency: Optional[int] = typer.Option(None, "--concurrency", "-c", help="pages in flight (default: sized for vLLM)"),
-        pages: Optional[str] = typer.Option(None, "--pages", help="page ranges, e.g. 1-5,9"),
-        password: Optional[str] = typer.Option(None, "--password", help="password for encrypted PDFs"),
-        force: bool = typer.Option(False, "--force", help="redo documents that are already complete"),
-        no_fallback: bool = typer.Option(False, "--no-fallback", help="do not rescue failed pages with the lite engine"),
-        keep_headers_footers: bool = typer.Option(False, "--keep-headers-footers", help="keep page headers/footers in Markdown"),
-        paginate: bool = typer.Option(
-            False, "--paginate", help="page separators in the Markdown: before each page but the first, a line with its "
-                                      "0-based page index in braces and 48 dashes (as chandra's --paginate_output)"),
-        no_images: bool = typer.Option(
-            False, "--no-images", help="no figure crops (images/ stays empty) and no image lines in the Markdown; "
-                                       "a figure keeps its description as text"),
-        formats: Optional[list[str]] = typer.Option(
-            None, "--format",
-            help="output files, repeatable or a comma list: md, html, json, pdf (searchable PDF), chunks "
-                 "(<name>.chunks.jsonl for retrieval); default md,html,json. json is always written: it "
-                 "marks a document complete"),
-        checkpoint: Optional[str] = typer.Option(None, "--checkpoint", help="hf engine: Hub id or folder (default: the profile's)"),
-        device: Optional[str] = typer.Option(None, "--device", help="hf engine: cuda, mps or cpu"),
-        batch_size: Optional[int] = typer.Option(None, "--batch-size", help="hf engine: pages per generate() batch"),
-        compile_: bool = typer.Option(
-            False, "--compile",
-            help="hf engine: static KV cache, decoding compiled with torch.compile on CUDA (the first batch of "
-                 "each size compiles for 1-2 minutes; then 1.4-8.6x faster on an H200, bench/results/gpu-h200/hf-engine)"),
-        render_workers: Optional[int] = typer.Option(None, "--render-workers", help="page-rendering processes"),
-        max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="output token limit a page (default: the profile's: 12384 chandra-2, 8192 chandra-1); a page that reaches it is kept and marked truncated"),
-        max_retries: Optional[int] = typer.Option(None, "--max-retries", help="retries of a page whose answer loops, at the model's retry sampling (default: 6)"),
-        ignore_eos: bool = typer.Option(False, "--ignore-eos", help="benchmarks with weightless models: always generate --max-tokens"),
-        json_log: bool = typer.Option(False, "--json-log", help="JSON lines on stdout instead of a progress bar"),
-        quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress output"),
-        ray: Optional[str] = typer.Option(
-            None, "--ray", metavar="ADDRESS",
-            help="run on a Ray cluster: auto (the running cluster), local (a fresh one on this machine) or "
-                 "ray://head:10001; OUTPUT may then be an fsspec URL (s3://...)"),
-    ) -> None:
+# the command line's own options (how a run shows its progress), declared here once; the conversion's
+# options are built from what ConvertOptions declares (ocrserve/cli/declared.py)
+_KW = inspect.Parameter.KEYWORD_ONLY
+INPUTS = inspect.Parameter("inputs", _KW, annotation=list[str], default=typer.Argument(
+    ..., help="files, folders (recursive), globs, or - to read paths from stdin"))
+CLI_ONLY = [
+    inspect.Parameter("json_log", _KW, annotation=bool, default=typer.Option(
+        False, "--json-log", help="JSON lines on stdout instead of a progress bar")),
+    inspect.Parameter("quiet", _KW, annotation=bool, default=typer.Option(False, "--quiet", "-q", help="no progress output")),
+]
+
+
+def register(app: typer.Typer, options_model: type[ConvertOptions] | None = None) -> None:
+    """`convert`, with an option for every flag `options_model` (ConvertOptions) declares."""
+    model = options_model or ConvertOptions
+    specs = model.declared()
+
+    def convert(**values: Any) -> None:
         """Convert documents to Markdown, HTML and JSON (+ figure crops) under OUTPUT/<name>/."""
         from ocrserve.engines import EngineError
         from ocrserve.ingest.sources import InputError
-        from ocrserve.pipeline.options import ConvertOptions, OptionsError, RayOptions
 
+        inputs, json_log, quiet = values.pop("inputs"), values.pop("json_log"), values.pop("quiet")
         try:
-            options = ConvertOptions.build(
-                engine=engine, model=model, output=output, pages=pages, password=password, force=force,
-                fallback=False if no_fallback else None, keep_headers_footers=keep_headers_footers or None,
-                paginate=paginate, figures=not no_images,
-                concurrency=concurrency, render_workers=render_workers, server=server, api_key=api_key,
-                served_model=served_model, checkpoint=checkpoint, device=device, batch_size=batch_size,
-                max_tokens=max_tokens, max_retries=max_retries, ignore_eos=ignore_eos, static_cache=compile_, formats=formats or None,
-                ray=RayOptions(address=ray, progress=not (json_log or quiet)) if ray is not None else None,
-            )
+            options = model.build(**declared.chosen(specs, values))
+            if options.ray is not None and (json_log or quiet):  # no Ray progress bars either
+                options = options.model_copy(update={"ray": options.ray.model_copy(update={"progress": False})})
             resolved = options.resolve()
         except (OptionsError, EngineError) as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(2) from None
-        if ray is None and "://" in output and not output.startswith("file://"):
+        output = options.output or ""
+        if options.ray is None and "://" in output and not output.startswith("file://"):
             typer.echo(f"error: --output {output}: URL outputs need --ray (a local run writes to a folder)", err=True)
             raise typer.Exit(2)
-        if compile_ and resolved.engine != "hf":
+        if options.static_cache and resolved.engine != "hf":
             typer.echo("warning: --compile is for the hf engine (--engine hf); ignored", err=True)
             options = options.model_copy(update={"static_cache": False})
         display = _Display(json_log, quiet)
@@ -246,3 +218,5 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(130)
         if summary.failed:
             raise typer.Exit(1)
+
+    app.command("convert")(declared.with_signature(convert, [INPUTS, *declared.parameters(specs), *CLI_ONLY]))

@@ -67,3 +67,45 @@ def test_an_empty_variable_means_unset(monkeypatch):
     s = Settings()
     assert s.api_keys_file is None and s.server is None  # not Path('.') (a folder), not a blank URL
     assert ConvertOptions().resolve(s).engine == "lite"
+
+
+def _sample(name: str, default):
+    """A value for a Settings knob other than its default."""
+    if name == "engine":
+        return "hf"
+    if name == "model":
+        return "chandra-1"
+    if isinstance(default, bool):
+        return not default
+    if isinstance(default, int) or name == "concurrency":
+        return (default or 0) + 3
+    return f"http://{name}.example:8000" if name == "server" else f"x-{name}"
+
+
+def test_each_option_backed_by_settings_takes_its_knob_when_not_chosen():
+    specs = ConvertOptions.declared()
+    backed = [n for n, spec in specs.items() if spec.env]
+    assert backed  # tests/cli/test_cli_declared_options.py checks which, and that Settings has each
+    for name in backed:
+        value = _sample(name, Settings.model_fields[name].default)
+        s = Settings(**{"server": "http://h:8000", name: value})  # a server: openai, which takes every one of them
+        assert getattr(ConvertOptions().resolve(s), name) == value, name
+        default = getattr(ConvertOptions().resolve(Settings(server="http://h:8000")), name)
+        if default is not None:  # a choice beats the setting, even a choice of the usual value
+            assert getattr(ConvertOptions.build(**{name: default}).resolve(s), name) == default, name
+
+
+def test_server_settings_reach_only_an_engine_that_takes_them():
+    s = Settings(api_key="k", served_model="m", concurrency=32)
+    lite = ConvertOptions().resolve(s)  # no server: lite, which takes none of them (not an error)
+    assert (lite.engine, lite.api_key, lite.served_model) == ("lite", None, None)
+    assert lite.engine_kwargs() == {"concurrency": 32}  # the pipeline's: an engine without it is built without it
+    served = ConvertOptions(server="http://h:8000").resolve(s)
+    assert (served.engine, served.api_key, served.served_model, served.concurrency) == ("openai", "k", "m", 32)
+
+
+def test_zero_concurrency_in_the_environment_means_derive_it(monkeypatch):
+    monkeypatch.setenv("OCRSERVE_CONCURRENCY", "0")
+    assert Settings().concurrency is None and ConvertOptions().resolve(Settings()).concurrency is None
+    monkeypatch.setenv("OCRSERVE_CONCURRENCY", "12")
+    assert ConvertOptions().resolve(Settings()).concurrency == 12
