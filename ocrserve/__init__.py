@@ -18,14 +18,20 @@ __all__ = [
 
 
 def convert(paths, **options):
-    """Convert files/folders to Documents (see ocrserve.pipeline.local.convert)."""
+    """Convert files/folders/globs to Documents (and files under `output_dir`, when given).
+
+    The keywords are the options of `ocrserve convert`, by their field names (`pages="1-3"`,
+    `fallback=False`, `server=...`), or `options=ConvertOptions(...)`: each is declared once on
+    `ocrserve.pipeline.options.ConvertOptions` (its help, type and default; `ConvertOptions.declared()`
+    lists them), an unknown or bad one is an OptionsError naming it, and one not given takes its
+    default from Settings (OCRSERVE_<NAME>) where the declaration says so."""
     from ocrserve.pipeline.local import convert as _convert
 
     return _convert(paths, **options)
 
 
 async def aconvert(paths, **options):
-    """Async variant of convert()."""
+    """Async variant of convert(), with the same options."""
     from ocrserve.pipeline.local import aconvert as _aconvert
 
     return await _aconvert(paths, **options)

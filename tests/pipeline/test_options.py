@@ -109,3 +109,13 @@ def test_zero_concurrency_in_the_environment_means_derive_it(monkeypatch):
     assert Settings().concurrency is None and ConvertOptions().resolve(Settings()).concurrency is None
     monkeypatch.setenv("OCRSERVE_CONCURRENCY", "12")
     assert ConvertOptions().resolve(Settings()).concurrency == 12
+
+
+def test_the_python_api_takes_the_declared_options_by_name():
+    import ocrserve
+
+    with pytest.raises(OptionsError, match="unknown option 'no_images'"):  # the CLI's flag is not the option's name
+        ocrserve.convert([], no_images=True)
+    with pytest.raises(OptionsError, match="option 'max_retries'"):
+        ocrserve.convert([], options=ConvertOptions(), max_retries=-1)
+    assert "figures" in ConvertOptions.declared() and ocrserve.convert([], figures=False, engine="lite") == []
