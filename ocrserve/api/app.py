@@ -1,10 +1,11 @@
 """The OCR HTTP API (FastAPI): sync and streaming conversion, persistent jobs, keys, limits, metrics, viewer.
 
     POST   /v1/convert            multipart `file` (+ `password`) or JSON {filename, content_base64, password};
-                                  ?format=json|md|html, ?pages=1-3, ?stream=true (Server-Sent Events)
+                                  ?format=json|md|html|txt|pdf|chunks (any registered format: export/formats.py),
+                                  ?pages=1-3, ?stream=true (Server-Sent Events)
     POST   /v1/jobs               same input -> 202 {"id"}
     GET    /v1/jobs/{id}          status (queued, running, done, failed) and progress
-    GET    /v1/jobs/{id}/result   ?format=json|md|html
+    GET    /v1/jobs/{id}/result   ?format=json|md|html|txt|chunks (not pdf: a job keeps no source)
     DELETE /v1/jobs/{id}
     GET    /v1/pages/{token}.png  page images for the viewer (tokens come in `page_started` events)
     GET    /healthz, /readyz, /metrics, /docs, /  (the viewer)

@@ -27,7 +27,7 @@ from ocrserve.ingest.raster import Budget, RenderedPage, SourceInfo, forget, ope
 from ocrserve.ingest.sources import InputProblem, SourceFile, expand_sources, parse_page_ranges
 from ocrserve.pipeline import page as steps
 from ocrserve.pipeline.options import ConvertOptions
-from ocrserve.pipeline.output import Plan, alt_name, done_though_unreadable, plan_document
+from ocrserve.pipeline.output import Plan, alt_name, done_though_unreadable, plan_document, render_context
 from ocrserve.pipeline.results import DocResult, Event, RunSummary, document_result, emitter
 from ocrserve.pipeline.target import OutputTarget
 from ocrserve.profiles import load_profile
@@ -189,9 +189,8 @@ class Converter:
         if self.target is not None:
             # a write that started finishes (Ctrl-C mid-write): the document is whole and counted
             fut = asyncio.ensure_future(asyncio.to_thread(
-                self.target.write, doc, st.src.name, {}, self.run_id,
-                keep_headers_footers=bool(self.options.keep_headers_footers), formats=self.options.formats,
-                password=self.options.password, paginate=self.options.paginate,
+                self.target.write, doc, st.src.name, {}, self.run_id, formats=self.options.formats,
+                ctx=render_context(self.options),
             ))
             while not fut.done():
                 try:

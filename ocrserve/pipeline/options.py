@@ -11,18 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ocrserve.engines import ENGINE_NAMES, engine_class, engine_for
 from ocrserve.engines.base import PIPELINE_OPTIONS, engine_options
 from ocrserve.profiles import PROFILES, Profile
-from ocrserve.export.formats import DEFAULT_FORMATS, parse_formats
+from ocrserve.export.formats import default_formats, formats_help, parse_formats
 from ocrserve.settings import Settings, get_settings
 from ocrserve.errors import OcrserveError
-
-Format = Literal["md", "html", "json", "pdf", "chunks"]
 
 # options that go to the engine as they are (each engine takes its own; create_engine checks them)
 ENGINE_FIELDS = ("server", "api_key", "served_model", "checkpoint", "device", "batch_size", "max_tokens", "max_retries",
@@ -108,11 +106,10 @@ class ConvertOptions(BaseModel):
         False, "page separators in the Markdown: before each page but the first, a line with its 0-based page "
                "index in braces and 48 dashes (as chandra's --paginate_output)", cli=("--paginate",))
     keep_raw: bool = option(False, "keep the model's raw answer in the JSON")
-    formats: tuple[Format, ...] = Field(
-        DEFAULT_FORMATS, json_schema_extra={"cli": ["--format"]},
-        description="output files, repeatable or a comma list: md, html, json, pdf (searchable PDF), chunks "
-                    "(<name>.chunks.jsonl for retrieval); default md,html,json. json is always written: it "
-                    "marks a document complete")
+    formats: tuple[str, ...] = Field(  # registered names (export/formats.py)
+        default_factory=default_formats, json_schema_extra={"cli": ["--format"]},
+        description=f"output files, repeatable or a comma list: {formats_help()}; default "
+                    f"{','.join(default_formats())}. json is always written: it marks a document complete")
     concurrency: int | None = option(
         None, "pages in flight to the engine (default: 128 for a server, keeps a vLLM batch full)",
         cli=("--concurrency", "-c"), env=True, ge=1)
@@ -172,7 +169,7 @@ class ConvertOptions(BaseModel):
     @field_validator("formats", mode="before")
     @classmethod
     def _formats(cls, v: Any) -> Any:
-        return parse_formats(v or None)  # canonical order; json always (its file marks a document complete)
+        return parse_formats(v or None)  # known now (the registry), canonical order, json always (marks completeness)
 
     @classmethod
     def build(cls, **values: Any) -> "ConvertOptions":

@@ -1,8 +1,9 @@
-"""Per-document output: OUT/<name>/<basename>.{md,html,json} + images/, written atomically.
-With formats: also <basename>.pdf (searchable PDF) and <basename>.chunks.jsonl (retrieval chunks).
+"""Per-document output: OUT/<name>/<basename><suffix> for each format asked for (by default .md,
+.html, .json; export/formats.py's registry says which formats there are and their files) + images/,
+written atomically.
 
 Pages' figure crops go to a hidden staging folder as pages finish; when the last page is back the
-Markdown, HTML and JSON are written there and the folder is swapped into place with a rename, so
+formats' files are written there (the JSON last) and the folder is swapped into place with a rename, so
 an interrupted run never leaves a half-written document that looks complete. A document counts as
 done when its JSON is there, its source hash matches, it holds every wanted page, and no page
 failed (is_complete: the one rule, for the local and the Ray scheduler alike).
@@ -16,13 +17,15 @@ import shutil
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ocrserve.document import Document
 from ocrserve.ingest.naming import path_hash, same_file
 from ocrserve.ingest.sources import SourceFile
-from ocrserve.render import render_html, render_json, render_markdown
-from ocrserve.export.formats import DEFAULT_FORMATS, SUFFIXES, render_format
+from ocrserve.export.formats import DEFAULT_FORMATS, RenderContext, get_format, output_formats
+
+if TYPE_CHECKING:
+    from ocrserve.pipeline.options import ConvertOptions
 
 
 def doc_dir(out: Path, name: str) -> Path:
@@ -70,7 +73,7 @@ class Existing:
     pages: frozenset[int]
     ok: bool                 # no page failed
     page_count: int = 0      # the source's
-    formats: frozenset[str] = frozenset()  # the output files that are there (md, html, json, pdf, chunks)
+    formats: frozenset[str] = frozenset()  # the formats whose files are there (md, html, json, ...)
 
     @classmethod
     def from_json(cls, data: Any) -> "Existing | None":
@@ -89,7 +92,8 @@ def load_existing(out: Path, name: str) -> Existing | None:
     if found is None:
         return None
     base = name.rsplit("/", 1)[-1]
-    return replace(found, formats=frozenset(f for f, suffix in SUFFIXES.items() if (out / name / f"{base}{suffix}").is_file()))
+    here = out / name
+    return replace(found, formats=frozenset(f.name for f in output_formats() if (here / f"{base}{f.suffix}").is_file()))
 
 
 def is_complete(existing: Existing | None, sha256: str | None, indices: list[int] | None = None,
@@ -124,38 +128,38 @@ def choose_name(src: SourceFile, sha256: str, here: Existing | None,
     return SourceFile(path=src.path, name=alt_name(src)), alt()
 
 
-def write_document(
-    doc: Document, out: Path, name: str, staging: Path | None = None, *, keep_headers_footers: bool = False,
-    formats: tuple[str, ...] = DEFAULT_FORMATS, password: str | None = None, paginate: bool = False,
-) -> Path:
-    """Write the document's files into staging (holding its figure crops) and swap it into place.
-    formats: any of md, html, json, pdf, chunks (json is always written: it marks the document
-    complete); pdf is built from the source (doc.source.path; `password` for an encrypted PDF)."""
-    from ocrserve.export.searchable_pdf import SearchablePdfError
+def render_context(options: "ConvertOptions") -> RenderContext:
+    """What a conversion's options say about rendering its files (both schedulers' writers use this)."""
+    return RenderContext(keep_headers_footers=bool(options.keep_headers_footers), paginate=options.paginate,
+                         images=options.figures, password=options.password)
 
+
+def write_document(doc: Document, out: Path, name: str, staging: Path | None = None, *,
+                   formats: tuple[str, ...] = DEFAULT_FORMATS, ctx: RenderContext | None = None) -> Path:
+    """Write the document's files into staging (holding its figure crops) and swap it into place.
+    formats: registered format names (export/formats.py); an always-written one (json) is written
+    whether asked or not, and last: its file marks the document complete. ctx: the render options
+    (keep_headers_footers, paginate, images, password of the source, ...); the HTML's title is the
+    document's name unless ctx gives one. A renderer's ValueError (a searchable PDF whose source is
+    gone) is an OSError naming the format: the document's output cannot be written."""
     base = name.rsplit("/", 1)[-1]
+    ctx = ctx or RenderContext()
+    if ctx.title is None:
+        ctx = replace(ctx, title=base)
+    chosen = [get_format(f) for f in formats]
+    chosen = [f for f in chosen if not f.always] + [f for f in output_formats() if f.always]
     final = out / name
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = staging or staging_dir(out, name, uuid.uuid4().hex[:8])
     staging.mkdir(parents=True, exist_ok=True)
-    if "md" in formats:
-        (staging / f"{base}.md").write_text(render_markdown(doc, keep_headers_footers=keep_headers_footers,
-                                                                    paginate=paginate), encoding="utf-8")
-    if "html" in formats:
-        (staging / f"{base}.html").write_text(render_html(doc, title=base), encoding="utf-8")
-    if "pdf" in formats:
+    for fmt in chosen:
         try:
-            data, _ = render_format(doc, "pdf", password=password)
-        except SearchablePdfError as e:
-            raise OSError(f"searchable PDF: {e}") from None
-        (staging / f"{base}.pdf").write_bytes(data)
-    if "chunks" in formats:
-        data, _ = render_format(doc, "chunks", keep_headers_footers=keep_headers_footers)
-        (staging / f"{base}.chunks.jsonl").write_bytes(data)
-    # the JSON goes last: its presence marks the document complete
-    tmp = staging / f".{base}.json.tmp"
-    tmp.write_text(render_json(doc), encoding="utf-8")
-    os.replace(tmp, staging / f"{base}.json")
+            data = fmt.to_bytes(doc, ctx)
+        except ValueError as e:
+            raise OSError(f"{fmt.title or fmt.name}: {e}") from None
+        tmp = staging / f".{base}{fmt.suffix}.tmp"  # the always-written files last, each complete or absent
+        tmp.write_bytes(data)
+        os.replace(tmp, staging / f"{base}{fmt.suffix}")
     if final.exists():
         trash = final.parent / f".{final.name}.old-{uuid.uuid4().hex[:8]}"
         os.replace(final, trash)

@@ -29,7 +29,7 @@ from ocrserve.engines import Engine
 from ocrserve.ingest.raster import Budget, SourceInfo
 from ocrserve.ingest.sources import InputProblem, expand_sources, parse_page_ranges
 from ocrserve.pipeline.options import ConvertOptions, RayOptions
-from ocrserve.pipeline.output import alt_name
+from ocrserve.pipeline.output import alt_name, render_context
 from ocrserve.pipeline.page import assemble_document
 from ocrserve.pipeline.ray_stages import (EngineSpec, EngineStage, StageConfig, existing_json, finish_row, open_doc,
                                           render_row, row_figures)
@@ -312,8 +312,7 @@ def _write(d: _Doc, target: OutputTarget, run_id: str, engine_name: str, model_n
     doc = assemble_document(d.path, info, [d.pages[i] for i in sorted(d.pages)], engine_name, model_name)
     result = document_result(d.name, d.path, doc)
     try:
-        out = target.write(doc, d.name, d.files, run_id, keep_headers_footers=bool(opts.keep_headers_footers),
-                           formats=opts.formats, password=opts.password, paginate=opts.paginate)
+        out = target.write(doc, d.name, d.files, run_id, formats=opts.formats, ctx=render_context(opts))
         result.output = Path(out) if target.local is not None else None
     except (OSError, ValueError) as e:
         result.status, result.error = "failed", f"cannot write output: {e}"

@@ -21,7 +21,7 @@ from pathlib import Path
 from ocrserve.document import Document
 from ocrserve.ingest.naming import Occupant
 from ocrserve.pipeline.output import Existing, clean_stale_staging, load_existing, staging_dir, write_document
-from ocrserve.export.formats import DEFAULT_FORMATS, SUFFIXES
+from ocrserve.export.formats import DEFAULT_FORMATS, RenderContext, output_formats
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class OutputTarget:
                 return None
             base = name.rsplit("/", 1)[-1]
             return replace(found, formats=frozenset(
-                f for f, suffix in SUFFIXES.items() if self._fs.isfile(f"{self.root}/{name}/{base}{suffix}")))
+                f.name for f in output_formats() if self._fs.isfile(f"{self.root}/{name}/{base}{f.suffix}")))
         except (OSError, ValueError):
             return None
 
@@ -136,18 +136,17 @@ class OutputTarget:
         return staging_dir(self.local, name, run_id) if self.local is not None else None
 
     def write(self, doc: Document, name: str, files: dict[str, bytes], run_id: str, *,
-              keep_headers_footers: bool = False, formats: tuple[str, ...] = DEFAULT_FORMATS,
-              password: str | None = None, paginate: bool = False) -> str:
-        """Write the document's files and its figure crops (relative path -> bytes; a local run's
-        crops are already in its staging folder); returns where."""
+              formats: tuple[str, ...] = DEFAULT_FORMATS, ctx: RenderContext | None = None) -> str:
+        """Write the document's files in `formats`, rendered with `ctx` (output.write_document), and its
+        figure crops (relative path -> bytes; a local run's crops are already in its staging folder);
+        returns where."""
         if self._known is not None:
             self._known.pop(name, None)
         if self.local is not None:
             staging = staging_dir(self.local, name, run_id)
             try:
                 _put_files(staging, files)
-                return str(write_document(doc, self.local, name, staging, keep_headers_footers=keep_headers_footers,
-                                          formats=formats, password=password, paginate=paginate))
+                return str(write_document(doc, self.local, name, staging, formats=formats, ctx=ctx))
             except BaseException:
                 shutil.rmtree(staging, ignore_errors=True)
                 raise
@@ -155,8 +154,7 @@ class OutputTarget:
             out = Path(tmp)
             staging = staging_dir(out, name, uuid.uuid4().hex[:8])
             _put_files(staging, files)
-            folder = write_document(doc, out, name, staging, keep_headers_footers=keep_headers_footers, formats=formats,
-                                    password=password, paginate=paginate)
+            folder = write_document(doc, out, name, staging, formats=formats, ctx=ctx)
             self._upload(folder, name)
         return self.location(name)
 

@@ -19,8 +19,9 @@ def test_parse_formats():
     assert parse_formats(None) == DEFAULT_FORMATS == ("md", "html", "json")
     assert parse_formats("pdf") == ("json", "pdf")  # json always: it marks completeness
     assert parse_formats(["chunks,md", "PDF"]) == ("md", "json", "pdf", "chunks")
-    with pytest.raises(ValueError, match="format docx, txt: unknown; use md, html, json, pdf, chunks"):
-        parse_formats("md,docx,txt")
+    assert parse_formats("txt,md") == ("md", "json", "txt")
+    with pytest.raises(ValueError, match="format docx, odt: unknown; use md, html, json, pdf, chunks, txt"):
+        parse_formats("md,docx,odt")
 
 
 def _doc(tmp_path) -> Document:

@@ -4,17 +4,33 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Literal
+from typing import Annotated
 
+from fastapi import Query
 from fastapi.responses import Response
+from pydantic import AfterValidator
 
 from ocrserve.api.errors import BadDocument
 from ocrserve.document import Document
-from ocrserve.export.formats import render_format
-from ocrserve.export.searchable_pdf import SearchablePdfError
-from ocrserve.render import render_html, render_json, render_markdown
+from ocrserve.export.formats import RenderContext, get_format, output_formats
 
-Format = Literal["json", "md", "html", "pdf", "chunks"]
+
+def known_format(name: str) -> str:
+    """A registered output format's name (export/formats.py, asked at request time); an unknown name is
+    a validation error (422) naming the known ones."""
+    get_format(name)
+    return name
+
+
+# a route's `format: FormatQuery = "json"` (the validator sits beside Query in Annotated: FastAPI runs it there)
+FormatQuery = Annotated[str, AfterValidator(known_format),
+                        Query(description="the output format, a registered one (the 200 answer lists them)")]
+
+
+def formats_doc() -> str:
+    """The registered formats for the API's docs: `json` (the Document, application/json), ..."""
+    return ", ".join(f"`{f.name}` ({f.title}, {f.media_type.split(';')[0]})" for f in output_formats())
+
 STATUS_HEADER = "X-OCR-Status"
 STATUS_HEADER_DOC = {
     "description": "The document's status (not sent with stream=true; the `done` event has it): `ok` (every "
@@ -42,26 +58,25 @@ INPUT_DOC = {
 }
 
 
-def render_text(doc: Document, fmt: str, keep_hf: bool, source: Path | None = None,
+def render_body(doc: Document, fmt: str, keep_hf: bool, source: Path | None = None,
                 password: str | None = None) -> tuple[bytes | str, str]:
-    """(body, media type) of a Document in a format (pdf needs the source document)."""
-    if fmt == "md":
-        return render_markdown(doc, keep_headers_footers=keep_hf), "text/markdown; charset=utf-8"
-    if fmt == "html":
-        return render_html(doc), "text/html; charset=utf-8"
-    if fmt in ("pdf", "chunks"):
-        try:
-            return render_format(doc, fmt, source, keep_headers_footers=keep_hf, password=password)
-        except SearchablePdfError as e:
-            why = str(e).replace(str(source), doc.source.path) if source is not None else str(e)
-            raise BadDocument(f"searchable PDF: {why}") from None  # the upload's name, never a server path
-    return render_json(doc), "application/json"
+    """(body, media type) of a Document in a registered format (one that needs the source document, pdf,
+    is built from `source`: a ValueError building it is the document's, a 422)."""
+    f = get_format(fmt)
+    try:
+        ctx = RenderContext(keep_headers_footers=keep_hf, source=source, password=password)
+        return f.render(doc, ctx), f.media_type
+    except ValueError as e:
+        if not f.needs_source:
+            raise
+        why = str(e).replace(str(source), doc.source.path) if source is not None else str(e)
+        raise BadDocument(f"{f.title or f.name}: {why}") from None  # the upload's name, never a server path
 
 
 async def render(doc: Document, fmt: str, keep_hf: bool, source: Path | None = None,
                  password: str | None = None) -> Response:
     """The Document as a response, rendered off the event loop (a large document takes a while)."""
-    body, media = await asyncio.to_thread(render_text, doc, fmt, keep_hf, source, password)
+    body, media = await asyncio.to_thread(render_body, doc, fmt, keep_hf, source, password)
     return Response(body, media_type=media)
 
 

@@ -1,4 +1,4 @@
-"""POST /v1/convert: one document converted while the client waits (JSON, Markdown, HTML, or SSE)."""
+"""POST /v1/convert: one document converted while the client waits (in any registered format, or SSE)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,12 @@ from fastapi.responses import Response
 from ocrserve.render import render_json
 from ocrserve.api.deps import Context, caller, context
 from ocrserve.api.errors import BadDocument, BadInput
-from ocrserve.api.routes.common import INPUT_DOC, STATUS_HEADER, STATUS_HEADER_DOC, Format, render, render_text
+from ocrserve.api.routes.common import (INPUT_DOC, STATUS_HEADER, STATUS_HEADER_DOC, FormatQuery, formats_doc, render,
+                                        render_body)
 from ocrserve.api.routes.sse import EventStream, Hold, done_unless_gone
 from ocrserve.api.routes.upload import read_upload
 from ocrserve.api.service import Checked
+from ocrserve.export.formats import get_format
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +42,11 @@ router = APIRouter(tags=["convert"])
 
 
 @router.post("/v1/convert", openapi_extra=INPUT_DOC, description=CONVERT_DOC,
-             responses={200: {"description": "Document JSON, Markdown, HTML, a searchable PDF (format=pdf: the pages "
-                                             "with an invisible text layer) or chunks for retrieval (format=chunks: "
-                                             "JSON lines); with stream=true an SSE stream "
-                                             "of page_started, block, page_reset, page_done, done, error events",
+             responses={200: {"description": f"The document in the format asked for: {formats_doc()}; with "
+                                             "stream=true an SSE stream of page_started, block, page_reset, "
+                                             "page_done, done, error events",
                               "headers": {STATUS_HEADER: STATUS_HEADER_DOC}}})
-async def convert(request: Request, who: str = Depends(caller), format: Format = Query("json"),
+async def convert(request: Request, who: str = Depends(caller), format: FormatQuery = "json",
                   pages: str | None = Query(None, description="page ranges, e.g. 1-3,7"),
                   stream: bool = Query(False, description="answer with Server-Sent Events")):
     ctx = context(request)
@@ -64,13 +65,14 @@ async def convert(request: Request, who: str = Depends(caller), format: Format =
     keep: Path | None = None
     source: Path | None = None
     try:
-        if stream and format in ("pdf", "chunks"):
+        fmt = get_format(format)
+        if stream and fmt.whole_document:
             raise BadInput(f"format={format} is a whole-document format: not with stream=true")
         checked = await svc.inspect(up.path, up.filename, pages, up.password)
         if stream:
             handed_off = True
             return EventStream(partial(_stream_events, ctx, checked, format, who), hold)
-        if format == "pdf":  # the upload goes with the slot when the work stops; the PDF is built after it
+        if fmt.needs_source:  # the upload goes with the slot when the work stops; the file is built after it
             keep = Path(tempfile.mkdtemp(prefix="ocrserve-src-"))
             source = keep / up.path.name
             await asyncio.to_thread(shutil.copyfile, up.path, source)
@@ -112,6 +114,8 @@ async def _stream_events(ctx: Context, checked: Checked, fmt: str, who: str,
 def _done_payload(result, fmt: str, keep_hf: bool) -> dict[str, Any]:
     doc = result.document
     payload: dict[str, Any] = {"status": result.status, "document": json.loads(render_json(doc))}
-    if fmt in ("md", "html"):
-        payload["markdown" if fmt == "md" else "html"] = render_text(doc, fmt, keep_hf)[0]
+    key = get_format(fmt).event_key  # md: markdown, html: html, txt: text
+    if key:
+        body = render_body(doc, fmt, keep_hf)[0]
+        payload[key] = body.decode("utf-8", errors="replace") if isinstance(body, bytes) else body
     return payload

@@ -13,10 +13,11 @@ from ocrserve.settings import Settings
 from ocrserve.api.deps import Context, caller, context
 from ocrserve.api.errors import BadDocument, BadInput, Busy, Conflict, NotFound, shorten
 from ocrserve.api.jobs import Job
-from ocrserve.api.routes.common import (INPUT_DOC, STATUS_HEADER, STATUS_HEADER_DOC, Format, duration, render,
-                                        retention_doc)
+from ocrserve.api.routes.common import (INPUT_DOC, STATUS_HEADER, STATUS_HEADER_DOC, FormatQuery, duration, formats_doc,
+                                        render, retention_doc)
 from ocrserve.api.routes.upload import read_upload
 from ocrserve.api.worker import save_password
+from ocrserve.export.formats import get_format
 
 
 class JobView(Job):
@@ -85,18 +86,20 @@ def build(settings: Settings) -> APIRouter:
     @router.get("/v1/jobs/{job_id}/result", response_class=Response,
                 description="The result of a done job (`409` while it is queued or running, `422` if it failed)."
                             "\n\n" + retention,
-                responses={200: {"description": "Document JSON, Markdown or HTML",
+                responses={200: {"description": f"The document in the format asked for: {formats_doc()} (not one "
+                                                "built from the source document: a job keeps none)",
                                  "headers": {STATUS_HEADER: STATUS_HEADER_DOC}}, **not_found})
-    async def job_result(request: Request, job_id: str, who: str = Depends(caller), format: Format = Query("json")):
+    async def job_result(request: Request, job_id: str, who: str = Depends(caller), format: FormatQuery = "json"):
         ctx = context(request)
         job = _owned(ctx, job_id, who)
         if job.status == "failed":
             raise BadDocument(f"job {job_id} failed: {job.error}")
         if job.status != "done":
             raise Conflict(f"job {job_id} is {job.status} ({job.pages_done}/{job.pages_total} pages)")
-        if format == "pdf":
-            raise BadInput("format=pdf: a job keeps no source document once done; "
-                           "POST /v1/convert?format=pdf returns the searchable PDF")
+        fmt = get_format(format)
+        if fmt.needs_source:
+            raise BadInput(f"format={format}: a job keeps no source document once done; "
+                           f"POST /v1/convert?format={format} returns the {fmt.title or format}")
 
         def load() -> tuple[str, Document]:  # reading and parsing a large result: off the event loop
             text = ctx.store.result_path(job_id).read_text(encoding="utf-8")
