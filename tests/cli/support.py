@@ -36,5 +36,5 @@ def _env() -> dict[str, str]:
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.setdefault("COLUMNS", "120")
+    env["COLUMNS"] = "120"  # help text wraps the same under every runner (xdist workers have 80)
     return env
