@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from ocrserve.engines import Engine, create_engine
+from ocrserve.engines import Engine, create_fallback
 from ocrserve.ingest.pool import ResilientPool, WorkerCrash, default_task_timeout, default_workers
 from ocrserve.ingest.raster import DocumentError, SourceInfo, open_source
 from ocrserve.ingest.sources import PageSelection, parse_page_ranges
@@ -109,7 +109,7 @@ class Service:
     async def fallback_engine(self) -> Engine:
         """The lite engine that rescues pages the model engine gave up on (one for the service)."""
         if self._lite is None:  # no await in between: no other task can interleave
-            self._lite = create_engine("lite", self.profile, self.settings)
+            self._lite = create_fallback(self.profile, self.settings)
         return self._lite
 
     # ------------------------------------------------------------------ checking an upload

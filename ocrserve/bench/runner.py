@@ -67,11 +67,10 @@ def bench_profile(model: str | None, server: str, api_key: str | None = None) ->
     """The profile every mode sends pages with, as `ocrserve convert --server` decides it: `model` checked
     against what the server serves, or with none given the served model's (else chandra-2). ValueError
     when the server cannot be used or serves another model."""
-    from ocrserve.engines.base import EngineError
-    from ocrserve.engines.openai import OpenAIEngine
+    from ocrserve.engines import EngineError, create_engine
 
     async def go() -> Profile:
-        eng = OpenAIEngine(model, server=server, api_key=api_key)
+        eng = create_engine("openai", model, server=server, api_key=api_key)  # the rest from Settings, as convert
         try:
             await eng.preflight()
             return eng.profile

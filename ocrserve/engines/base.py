@@ -2,19 +2,25 @@
 
 Engines own retries: a repetition loop or a cut-off answer is retried with the profile's retry
 sampling; connection errors back off; when an engine gives up it returns `ok=False` with the error,
-and the pipeline hands the page to the fallback engine (lite). Engines never raise for a page.
+and the pipeline hands the page to the fallback engine (lite, through engines/fallback.py's wrapper).
+Engines never raise for a page.
+
+An engine class carries its contract: `name`, `Options` (an `EngineOptions` model: each option's type,
+default and description, and the Settings knob that gives a default) and its traits (`needs_gpu`,
+`ray_batch_size`, `batched`, `cpu_bound`, `model_engine`, `preflight_on_driver`); engines/registry.py
+registers it by name. Engines read nothing from Settings: `create_engine` resolves their options.
 """
 
 from __future__ import annotations
 
 import abc
 import asyncio
-import inspect
 import io
 from dataclasses import dataclass, field
-from typing import Awaitable, Callable, ClassVar
+from typing import Any, Awaitable, Callable, ClassVar
 
 from PIL import Image
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ocrserve.profiles import Profile
 from ocrserve.errors import OcrserveError
@@ -104,6 +110,12 @@ class EngineResult:
     error: str | None = None           # why the engine gave up (ok=False), or the last retried problem
     elapsed_s: float = 0.0
     extra: dict = field(default_factory=dict)
+    rescued: bool = False              # the fallback's answer for a page the engine gave up on (error: the engine's)
+
+
+def engine_error(engine_name: str, e: BaseException) -> EngineResult:
+    """An engine that raised for a page (a bug: engines answer ok=False) still leaves the page a result."""
+    return EngineResult(ok=False, engine=engine_name, error=f"engine error: {e!r}")
 
 
 # called with each new piece of raw text while a page is being generated (streaming engines);
@@ -111,17 +123,80 @@ class EngineResult:
 DeltaCallback = Callable[[str], Awaitable[None] | None]
 
 
+class EngineOptions(BaseModel):
+    """The options an engine takes: each a field with its type, default and description. An engine's
+    model subclasses this one; `settings_defaults` names, for an option, the Settings knob whose value
+    `create_engine` gives it when it is not chosen (the engine itself reads no Settings)."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True, protected_namespaces=())
+
+    settings_defaults: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def check(cls, engine: str, values: dict[str, Any]) -> "EngineOptions":
+        """The options from `values`; an unknown option or a bad value is an EngineError naming it (and,
+        for an unknown one, the options the engine takes)."""
+        unknown = sorted(k for k in values if k not in cls.model_fields)
+        if unknown:
+            raise EngineError(f"engine {engine!r} does not take option(s) {', '.join(repr(k) for k in unknown)}"
+                              f" (it takes: {', '.join(sorted(cls.model_fields)) or 'none'})")
+        try:
+            return cls(**values)
+        except ValidationError as e:
+            bad = "; ".join(f"option {'.'.join(str(x) for x in err['loc'])!r}: {err['msg']}" for err in e.errors())
+            raise EngineError(f"engine {engine!r}: {bad}") from None
+
+
 class Engine(abc.ABC):
     """The base class of the engines: `ocr` is theirs to write; the optional methods have defaults.
 
-    `batched` says that `ocr_batch` is the engine's own way of working (a whole batch in one call,
-    the in-process vLLM engine): the Ray stage then hands it whole batches; for the others the default
-    `ocr_batch` runs `ocr` for each page concurrently.
+    The class attributes are the engine's contract, read from the class (the Ray scheduler, the
+    registry) or from an instance (a wrapper sets its own from the engine it wraps):
+    - `name`: what the engine is called (`create_engine(name)`, `--engine`, Page.engine);
+    - `Options`: its options model (EngineOptions); it is built as `cls.create(profile, options)`;
+    - `batched`: `ocr_batch` is the engine's own way of working (a whole batch in one call, the
+      in-process vLLM engine): the Ray stage hands it whole batches; for the others the default
+      `ocr_batch` runs `ocr` for each page concurrently;
+    - `needs_gpu`: on a Ray cluster with GPUs, one engine actor per GPU; `ray_batch_size`: pages a
+      batch to a Ray engine actor; `cpu_bound`: without GPUs, its work is on the actor's CPUs (an
+      actor per two CPUs), else one actor keeps `capacity()` pages in flight;
+    - `model_engine`: a model reads the pages, so a page it gives up on is rescued by the fallback
+      engine and a page that still looped is filled in (False: the engine is no model; lite is the
+      fallback itself);
+    - `preflight_on_driver`: building one and its `preflight` cost nothing (an HTTP client): the Ray
+      driver runs it before any page, and the profile it settles on is the run's.
+    A wrapper keeps the engine it wraps in `inner` (`innermost()` finds the engine doing the work).
     """
 
     name: str = ""
-    batched: ClassVar[bool] = False
+    Options: ClassVar[type[EngineOptions]] = EngineOptions
+    batched: bool = False
+    needs_gpu: ClassVar[bool] = False
+    ray_batch_size: ClassVar[int] = 8
+    cpu_bound: ClassVar[bool] = False
+    model_engine: bool = True
+    preflight_on_driver: ClassVar[bool] = False
     profile: Profile
+
+    @classmethod
+    def create(cls, profile: Profile | str | None, options: EngineOptions) -> "Engine":
+        """Build the engine from its resolved options (create_engine's last step; an engine that is
+        several engines, such as openai with several servers, says so here)."""
+        return cls(profile, options)  # type: ignore[call-arg]
+
+    @classmethod
+    def options_of(cls, options: EngineOptions | None, values: dict[str, Any]) -> Any:
+        """For a constructor: `options` (resolved by create_engine) or keyword `values`, checked by the model."""
+        if options is not None and values:
+            raise EngineError(f"engine {cls.name!r}: give its options as one {cls.Options.__name__} or as keywords")
+        return options if options is not None else cls.Options.check(cls.name, values)
+
+    def innermost(self) -> "Engine":
+        """The engine under any wrappers (each keeps the engine it wraps in `inner`): its traits count."""
+        eng: Engine = self
+        while isinstance(getattr(eng, "inner", None), Engine):
+            eng = eng.inner  # type: ignore[attr-defined]
+        return eng
 
     @abc.abstractmethod
     async def ocr(self, page: PageInput, *, on_delta: DeltaCallback | None = None) -> EngineResult:
@@ -147,33 +222,13 @@ class Engine(abc.ABC):
 
 
 # options the pipeline hands to whichever engine it builds (Converter: concurrency; Ray: server and
-# concurrency): an engine that does not take one of them is built without it
+# concurrency): an engine whose Options do not declare one of them is built without it
 PIPELINE_OPTIONS = frozenset({"concurrency", "server"})
 
 
-def engine_options(cls: type) -> frozenset[str] | None:
-    """The option names an engine class's __init__ takes (beyond profile and settings); None when it
-    takes any (**kwargs: a wrapper)."""
-    params = inspect.signature(cls.__init__).parameters
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
-        return None
-    return frozenset(n for n, p in params.items()
-                     if n not in ("self", "profile", "settings") and p.kind is not inspect.Parameter.VAR_POSITIONAL)
-
-
-def check_options(engine: str, cls: type, options: dict) -> dict:
-    """The options to build `cls` with: None values dropped, pipeline options it does not take dropped;
-    any other option it does not take is an EngineError naming them."""
-    options = {k: v for k, v in options.items() if v is not None}
-    accepted = engine_options(cls)
-    if accepted is None:
-        return options
-    unknown = sorted(k for k in options if k not in accepted and k not in PIPELINE_OPTIONS)
-    if unknown:
-        names = ", ".join(repr(k) for k in unknown)
-        raise EngineError(f"engine {engine!r} does not take option(s) {names}"
-                          f" (it takes: {', '.join(sorted(accepted)) or 'none'})")
-    return {k: v for k, v in options.items() if k in accepted}
+def engine_options(cls: type[Engine]) -> frozenset[str] | None:
+    """The option names an engine class takes: its Options model's fields."""
+    return frozenset(cls.Options.model_fields)
 
 
 class EngineError(OcrserveError):

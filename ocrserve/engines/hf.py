@@ -33,7 +33,9 @@ from typing import Any
 
 from PIL import Image
 
-from ocrserve.engines.base import DeltaCallback, Engine, EngineError, EngineResult, PageInput
+from pydantic import Field
+
+from ocrserve.engines.base import DeltaCallback, Engine, EngineError, EngineOptions, EngineResult, PageInput
 from ocrserve.engines.deltas import ThreadDeltas
 from ocrserve.engines.hf_generate import Generated, HFGeneration, Request
 from ocrserve.engines.hf_load import (
@@ -41,54 +43,52 @@ from ocrserve.engines.hf_load import (
     stop_token_ids,
 )
 from ocrserve.engines.policy import Ladder
+from ocrserve.engines.registry import register_engine
 from ocrserve.profiles import Profile, Sampling, load_profile
 
 log = logging.getLogger(__name__)
 
 
+class HFOptions(EngineOptions):
+    """The hf engine's options."""
+
+    checkpoint: str | None = Field(None, description="Hub id or local folder (unset: the profile's checkpoint)")
+    device: str | None = Field(None, description="cuda, cuda:N, mps, cpu or auto (unset: auto)")
+    dtype: Any = Field(None, description="bf16, fp16 or fp32 (or a torch dtype; unset: by device)")
+    batch_size: int = Field(8, ge=1, description="pages per generate() call")
+    max_tokens: int | None = Field(None, ge=1, description="output token limit a page (unset: the profile's)")
+    max_retries: int | None = Field(None, ge=0, description="retries of a looping answer (unset: the profile's)")
+    batch_wait_ms: float = Field(5.0, ge=0, description="how long an idle engine waits for more pages to batch")
+    ignore_eos: bool = Field(False, description="benchmarks: always generate max_tokens, retry nothing")
+    random_weights: bool = Field(False, description="benchmarks: weights drawn at random from the config (none "
+                                 "on disk, like vLLM's --load-format dummy)")
+    static_cache: bool = Field(False, description="a preallocated KV cache, with which transformers compiles the "
+                               "decoding step on CUDA (torch.compile; the first batch of each size compiles)")
+
+
+@register_engine
 class HFEngine(HFGeneration, Engine):
     """A Chandra model run in-process with transformers on CUDA, MPS or CPU."""
 
     name = "hf"
+    Options = HFOptions
+    needs_gpu = True
 
-    def __init__(
-        self,
-        profile: Profile,
-        settings=None,
-        checkpoint: str | None = None,
-        device: str | None = None,
-        dtype: Any = None,
-        batch_size: int = 8,
-        max_tokens: int | None = None,
-        max_retries: int | None = None,
-        batch_wait_ms: float = 5.0,
-        ignore_eos: bool = False,
-        random_weights: bool = False,
-        static_cache: bool = False,
-    ) -> None:
-        """
-        checkpoint: Hub id or local folder (default: the profile's). device: cuda, cuda:N, mps, cpu or
-        auto. dtype: bf16/fp16/fp32 (default by device). batch_size: pages per generate() call.
-        max_tokens: overrides the profile's token limit. ignore_eos and random_weights are for
-        benchmarks: a fixed output length, and weights drawn at random from the config (no weights on
-        disk, like vLLM's --load-format dummy). static_cache: a preallocated KV cache, with which
-        transformers compiles the decoding step on CUDA (torch.compile; the first batch of each size
-        pays for the compilation).
-        """
-        if batch_size < 1:
-            raise EngineError(f"batch_size must be at least 1, got {batch_size}")
+    def __init__(self, profile: Profile, options: HFOptions | None = None, **values: Any) -> None:
+        """Options: HFOptions (checkpoint, device, dtype, batch_size, ...), or the same as keywords."""
+        o: HFOptions = self.options_of(options, values)
+        batch_size, random_weights = o.batch_size, o.random_weights
         torch = import_torch()
         self.profile = load_profile(profile)
-        self.settings = settings
-        self.checkpoint = checkpoint or self.profile.checkpoint
-        self.device = resolve_device(device)
-        self.dtype = resolve_dtype(dtype, self.device)
+        self.checkpoint = o.checkpoint or self.profile.checkpoint
+        self.device = resolve_device(o.device)
+        self.dtype = resolve_dtype(o.dtype, self.device)
         self.batch_size = batch_size
-        self.max_tokens = max_tokens
-        self.max_retries = max_retries
-        self.batch_wait_s = max(0.0, batch_wait_ms) / 1000.0
-        self.ignore_eos = ignore_eos
-        self.static_cache = static_cache
+        self.max_tokens = o.max_tokens
+        self.max_retries = o.max_retries
+        self.batch_wait_s = o.batch_wait_ms / 1000.0
+        self.ignore_eos = o.ignore_eos
+        self.static_cache = o.static_cache
         self._torch = torch
 
         folder = resolve_checkpoint(self.checkpoint)

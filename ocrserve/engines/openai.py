@@ -10,7 +10,7 @@ Retries (the engine owns them; it never raises for a page):
 - a repetition loop or an answer cut off at max_tokens -> again with the profile's retry sampling,
   up to `profile.max_retries` times; then ok=False with the last answer in `extra["last_raw"]`;
 - connection errors, timeouts, 5xx, 429 and 408 -> exponential backoff with jitter (Retry-After
-  honoured), up to `settings.max_connection_retries` times;
+  honoured), up to `max_connection_retries` times;
 - 400 "max_tokens is too large" (vLLM: prompt + max_tokens > max_model_len) -> max_tokens lowered to
   what the server has room for, once; the engine also learns the server's max_model_len and the
   prompt's token overhead so later pages are sized right from the start;
@@ -31,8 +31,9 @@ import random
 import re
 
 import httpx
+from pydantic import Field
 
-from ocrserve.engines.base import DeltaCallback, Engine, EngineError, EngineResult, PageInput
+from ocrserve.engines.base import DeltaCallback, Engine, EngineError, EngineOptions, EngineResult, PageInput
 from ocrserve.engines.chat import BodyTemplate, image_mime
 from ocrserve.engines.deltas import Deltas
 from ocrserve.engines.openai_http import (
@@ -40,6 +41,7 @@ from ocrserve.engines.openai_http import (
     parse_retry_after, parse_sse, png_size,
 )
 from ocrserve.engines.policy import Ladder
+from ocrserve.engines.registry import register_engine
 from ocrserve.profiles import PROFILES, Profile, load_profile, served_profile
 
 log = logging.getLogger(__name__)
@@ -51,47 +53,54 @@ _TOO_LARGE = re.compile(
 _KEEPALIVE_S = 4.0               # below uvicorn's (vLLM's) 5 s idle timeout: never reuse a closing socket
 
 
+class OpenAIOptions(EngineOptions):
+    """The openai engine's options (create_engine fills the unset ones from the OCRSERVE_ knobs named)."""
+
+    settings_defaults = {"server": "server", "api_key": "api_key", "served_model": "served_model",
+                         "concurrency": "concurrency", "timeout": "request_timeout",
+                         "max_connection_retries": "max_connection_retries"}
+
+    server: str | None = Field(None, description="base URL of the OpenAI-compatible server (vLLM), e.g. "
+                               "http://localhost:8000/v1; several, comma-separated: replicas, pages to the least busy")
+    api_key: str | None = Field(None, description="API key for the server")
+    served_model: str | None = Field(None, description="the model's name on the server (unset: asked, /v1/models)")
+    concurrency: int | None = Field(None, ge=0, description=f"requests in flight (unset or 0: {DEFAULT_CONCURRENCY})")
+    stream: bool = Field(False, description="stream every answer (always when the caller takes the text as it comes)")
+    max_tokens: int | None = Field(None, ge=1, description="output token limit a page (unset: the profile's)")
+    max_retries: int | None = Field(None, ge=0, description="retries of a looping answer (unset: the profile's)")
+    ignore_eos: bool = Field(False, description="benchmarks: always generate max_tokens, retry nothing")
+    timeout: float | None = Field(None, gt=0, description="seconds a request may take (streamed: between two "
+                                  "pieces); unset: 600, or for a whole answer 60 + max_tokens / 8")
+    max_connection_retries: int = Field(5, ge=0, description="connection errors / 5xx answers before a page fails")
+    backoff_s: float = Field(0.5, ge=0, description="first wait before a request is sent again (doubling)")
+    max_backoff_s: float = Field(30.0, ge=0, description="longest wait between two tries")
+
+
+@register_engine
 class OpenAIEngine(Engine):
     """Pages to an OpenAI-compatible server (vLLM), many in flight, retried as the profile says."""
 
     name = "openai"
+    Options = OpenAIOptions
+    needs_gpu = True            # Ray: an actor per GPU, each talking to the server beside it ({node_ip})
+    preflight_on_driver = True  # the Ray driver checks the server and its model before any page
 
-    def __init__(
-        self,
-        profile: Profile | str | None,
-        settings=None,
-        server: str | None = None,
-        api_key: str | None = None,
-        served_model: str | None = None,
-        concurrency: int | None = None,
-        stream: bool | None = None,
-        max_tokens: int | None = None,
-        max_retries: int | None = None,
-        ignore_eos: bool = False,
-        timeout: float | None = None,
-        backoff_s: float = 0.5,
-        max_backoff_s: float = 30.0,
-    ) -> None:
-        from ocrserve.settings import get_settings
-
+    def __init__(self, profile: Profile | str | None, options: OpenAIOptions | None = None, **values) -> None:
+        o: OpenAIOptions = self.options_of(options, values)
         self.profile_chosen = profile is not None  # else the profile follows what the server serves (preflight)
         self.profile = load_profile(profile)
-        self.settings = settings or get_settings()
-        self.base_url = normalize_base_url(server or self.settings.server or "")
-        self.api_key = api_key or self.settings.api_key
-        self.served_model = served_model or self.settings.served_model
-        conc = concurrency or self.settings.concurrency or DEFAULT_CONCURRENCY
-        if conc < 1:
-            raise EngineError(f"concurrency must be at least 1, got {conc}")
-        self._concurrency = int(conc)
-        self.stream = bool(stream)
-        self.max_tokens = max_tokens
-        self.max_retries = max_retries             # retries of a looping answer (None: the profile's)
-        self.ignore_eos = bool(ignore_eos)
-        self.timeout = float(timeout or self.settings.request_timeout or self._default_timeout())
-        self.max_connection_retries = int(self.settings.max_connection_retries)
-        self.backoff_s = float(backoff_s)
-        self.max_backoff_s = float(max_backoff_s)
+        self.base_url = normalize_base_url(o.server or "")
+        self.api_key = o.api_key
+        self.served_model = o.served_model
+        self._concurrency = int(o.concurrency or DEFAULT_CONCURRENCY)
+        self.stream = o.stream
+        self.max_tokens = o.max_tokens
+        self.max_retries = o.max_retries             # retries of a looping answer (None: the profile's)
+        self.ignore_eos = o.ignore_eos
+        self.timeout = float(o.timeout or self._default_timeout())
+        self.max_connection_retries = o.max_connection_retries
+        self.backoff_s = o.backoff_s
+        self.max_backoff_s = o.max_backoff_s
         self._prompt = self.profile.prompt
         self._body = BodyTemplate(self._prompt, ignore_eos=self.ignore_eos)
         self._client: httpx.AsyncClient | None = None
@@ -100,6 +109,17 @@ class OpenAIEngine(Engine):
         self._loop: asyncio.AbstractEventLoop | None = None
         self.max_model_len: int | None = None      # from /v1/models (vLLM) or a 400 answer
         self._prompt_overhead: int | None = None   # prompt tokens beyond the image's, learned from usage
+
+    @classmethod
+    def create(cls, profile: Profile | str | None, options: EngineOptions) -> Engine:
+        """Several comma-separated servers (data-parallel replicas): one engine each, as one engine."""
+        server = getattr(options, "server", None) or ""
+        if "," not in server:
+            return cls(profile, options)  # type: ignore[arg-type]
+        from ocrserve.engines.openai_multi import MultiServerEngine
+
+        urls = [u.strip() for u in server.split(",") if u.strip()]
+        return MultiServerEngine([cls(profile, options.model_copy(update={"server": u})) for u in urls])  # type: ignore[arg-type]
 
     # ------------------------------------------------------------------ setup
 

@@ -17,9 +17,12 @@ import logging
 import time
 from typing import Any, Callable
 
+from pydantic import Field
+
 from ocrserve.engines import chat
-from ocrserve.engines.base import Engine, EngineResult, PageInput
+from ocrserve.engines.base import Engine, EngineOptions, EngineResult, PageInput
 from ocrserve.engines.policy import Ladder
+from ocrserve.engines.registry import register_engine
 from ocrserve.profiles import Profile, Sampling, load_profile
 
 log = logging.getLogger(__name__)
@@ -31,38 +34,45 @@ def _sampling_params(**kw: Any) -> Any:
     return SamplingParams(**kw)
 
 
+class VLLMOptions(EngineOptions):
+    """The vllm engine's options."""
+
+    checkpoint: str | None = Field(None, description="Hub id or local folder (unset: the profile's checkpoint)")
+    max_model_len: int | None = Field(None, ge=1, description="vLLM's context length (unset: the model's)")
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="share of the GPU's memory vLLM may take")
+    max_tokens: int | None = Field(None, ge=1, description="output token limit a page (unset: the profile's)")
+    max_retries: int | None = Field(None, ge=0, description="retries of a looping answer (unset: the profile's)")
+    llm_kwargs: dict[str, Any] = Field(default_factory=dict, description="more vllm.LLM arguments")
+    llm: Any = Field(None, description="a vllm.LLM to use (tests; unset: one is made)")
+    sampling_factory: Callable[..., Any] | None = Field(None, description="makes the sampling parameters (tests; "
+                                                        "unset: vllm.SamplingParams)")
+
+
+@register_engine
 class VLLMEngine(Engine):
     name = "vllm"
+    Options = VLLMOptions
     batched = True  # whole batches to LLM.chat: the Ray stage hands it batches
+    needs_gpu = True
+    ray_batch_size = 64
 
-    def __init__(
-        self,
-        profile: Profile | str | None,
-        settings=None,
-        *,
-        llm: Any = None,
-        checkpoint: str | None = None,
-        max_model_len: int | None = None,
-        gpu_memory_utilization: float = 0.9,
-        max_tokens: int | None = None,
-        max_retries: int | None = None,
-        sampling_factory: Callable[..., Any] | None = None,
-        llm_kwargs: dict[str, Any] | None = None,
-    ) -> None:
+    def __init__(self, profile: Profile | str | None, options: VLLMOptions | None = None, **values: Any) -> None:
+        o: VLLMOptions = self.options_of(options, values)
         self.profile = load_profile(profile)
-        self.max_tokens = max_tokens
-        self.max_retries = max_retries
-        self._sampling = sampling_factory or _sampling_params
+        self.max_tokens = o.max_tokens
+        self.max_retries = o.max_retries
+        self._sampling = o.sampling_factory or _sampling_params
         self._prompt = self.profile.prompt
         self._lock = asyncio.Lock()
+        llm = o.llm
         if llm is None:
             from vllm import LLM
 
-            kw = dict(model=checkpoint or self.profile.checkpoint, gpu_memory_utilization=gpu_memory_utilization,
+            kw = dict(model=o.checkpoint or self.profile.checkpoint, gpu_memory_utilization=o.gpu_memory_utilization,
                       limit_mm_per_prompt={"image": 1}, trust_remote_code=True)
-            if max_model_len:
-                kw["max_model_len"] = max_model_len
-            kw.update(llm_kwargs or {})
+            if o.max_model_len:
+                kw["max_model_len"] = o.max_model_len
+            kw.update(o.llm_kwargs)
             llm = LLM(**kw)
         self.llm = llm
 

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, Awaitable, Callable
 
 from ocrserve.document import Document, Page
-from ocrserve.engines import Engine, EngineResult, PageInput, create_engine
+from ocrserve.engines import Engine, EngineResult, FallbackEngine, PageInput, create_engine, create_fallback
+from ocrserve.engines.base import engine_error
 from ocrserve.ingest.pool import ResilientPool, default_task_timeout, default_workers
 from ocrserve.ingest.raster import Budget, RenderedPage, SourceInfo, forget, open_source, render_page
 from ocrserve.ingest.sources import InputProblem, SourceFile, expand_sources, parse_page_ranges
@@ -93,6 +94,9 @@ class Converter:
             self.engine, self._own_engine = engine, False
         self._fallback_factory = fallback_engine  # a service's shared fallback engine: not closed here
         self._fallback_engine: Engine | None = None
+        self.model_engine = self.engine.innermost().model_engine
+        if opts.fallback and self.model_engine:  # the pages a model gives up on: rescued by the fallback
+            self.engine = FallbackEngine(self.engine, self._fallback)
         self.last_summary: RunSummary | None = None
         self._own_pool = pool is None
         self.pool = pool or ResilientPool(
@@ -110,7 +114,7 @@ class Converter:
             if self._fallback_factory is not None:
                 self._fallback_engine = await self._fallback_factory()
             else:
-                self._fallback_engine = create_engine("lite", self.profile, self.settings)
+                self._fallback_engine = create_fallback(self.profile, self.settings)
         return self._fallback_engine
 
     async def _ocr(self, pi: PageInput) -> tuple[EngineResult, str, str | None]:
@@ -124,9 +128,8 @@ class Converter:
                     res = await self.engine.ocr(pi)
             except Exception as e:  # noqa: BLE001 - an engine bug must not lose the page
                 log.exception("engine %s raised on %s page %d", self.engine.name, pi.doc_id, pi.index + 1)
-                res = steps.engine_error(self.engine.name, e)
-        return await steps.with_fallback(res, pi, engine_name=self.engine.name, enabled=bool(self.options.fallback),
-                                         get_fallback=self._fallback)
+                res = engine_error(self.engine.name, e)
+        return (res, *steps.page_status(res))
 
     # -- one page ---------------------------------------------------------------------------------
     async def _page(self, st: _DocState, index: int) -> Page:
@@ -183,7 +186,7 @@ class Converter:
 
     async def _assemble(self, st: _DocState) -> None:
         doc = steps.assemble_document(str(st.src.path), st.info, [st.pages[i] for i in st.indices],
-                                      self.engine.name, self.profile.name)
+                                      steps.document_model(self.engine.name, self.profile.name, self.model_engine))
         result = document_result(st.src.name, str(st.src.path), doc)
         cancelled = False
         if self.target is not None:

@@ -15,16 +15,19 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ocrserve.engines import ENGINE_NAMES, engine_class, engine_for
+from ocrserve.engines import ENGINE_NAMES, engine_class, engine_for, option_names
 from ocrserve.engines.base import PIPELINE_OPTIONS, engine_options
 from ocrserve.profiles import PROFILES, Profile
 from ocrserve.export.formats import default_formats, formats_help, parse_formats
 from ocrserve.settings import Settings, get_settings
 from ocrserve.errors import OcrserveError
 
-# options that go to the engine as they are (each engine takes its own; create_engine checks them)
-ENGINE_FIELDS = ("server", "api_key", "served_model", "checkpoint", "device", "batch_size", "max_tokens", "max_retries",
-                 "ignore_eos", "static_cache")
+
+def engine_fields() -> tuple[str, ...]:
+    """The options that go to the engine as they are: the ConvertOptions fields that some registered
+    engine's Options model declares (their union; each engine takes its own, create_engine checks them)."""
+    taken = option_names()
+    return tuple(k for k in ConvertOptions.model_fields if k in taken)
 
 
 class OptionsError(OcrserveError, ValueError):
@@ -117,7 +120,7 @@ class ConvertOptions(BaseModel):
         None, "page-rendering processes (0: the CPU count, at most 8)", cli=("--render-workers",), env=True, ge=0)
     prefetch_pages: int | None = option(
         None, "rendered pages allowed to wait ahead of the engine (a memory bound)", env=True, ge=0)
-    # engine options (see ENGINE_FIELDS); anything else an engine takes goes in engine_options
+    # engine options (see engine_fields()); anything else an engine takes goes in engine_options
     server: str | None = option(
         None, "OpenAI-compatible server URL (vLLM), implies --engine openai", cli=("--server",), env=True)
     api_key: str | None = option(None, "API key for the server", cli=("--api-key",), env=True)
@@ -207,12 +210,10 @@ class ConvertOptions(BaseModel):
     def engine_kwargs(self) -> dict[str, Any]:
         """The options handed to create_engine: the engine fields that were set, then engine_options."""
         out: dict[str, Any] = {}
-        for k in ENGINE_FIELDS:
+        for k in engine_fields():
             v = getattr(self, k)
             if v is not None and v is not False:
                 out[k] = v
-        if self.concurrency:
-            out["concurrency"] = self.concurrency
         out.update(self.engine_options)
         return out
 

@@ -1,14 +1,14 @@
-"""The per-page steps every scheduler (local asyncio, Ray Data) runs: the fallback rule, and raw engine
-output -> finished Page (parse, figure crops; runs in the render workers, off the event loop)."""
+"""The per-page steps every scheduler (local asyncio, Ray Data) runs: the page's status from its engine
+result (the fallback itself is a wrapper engine: engines/fallback.py), and raw engine output -> finished
+Page (parse, the fallback's fill-in, figure crops; runs in the render workers, off the event loop)."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Awaitable, Callable
 
 from ocrserve.document import Block, Document, Page, PageStatus, PageTimings, Source, Summary
-from ocrserve.engines.base import Engine, EngineResult, PageInput
+from ocrserve.engines.base import EngineResult, PageInput
 from ocrserve.ingest.pool import WorkerCrash
 from ocrserve.ingest.raster import DocumentError, RenderedPage, SourceInfo
 from ocrserve.ingest.sources import PageSelection
@@ -67,35 +67,15 @@ def fill_in(page: Page, fill: list[Block]) -> None:
         n += 1
 
 
-async def _fallback_ocr(page: PageInput, get_fallback: Callable[[], Awaitable[Engine]]) -> EngineResult:
-    fb = await get_fallback()
-    try:
-        return await fb.ocr(page)
-    except Exception as e:  # noqa: BLE001 - the fallback never loses the page either
-        return EngineResult(ok=False, engine="lite", error=f"fallback error: {e!r}")
-
-
-async def with_fallback(
-    res: EngineResult, page: PageInput, *, engine_name: str, enabled: bool,
-    get_fallback: Callable[[], Awaitable[Engine]],
-) -> tuple[EngineResult, str, str | None]:
-    """(result, status ok|fallback|failed, the model's error for a rescued, looped or failed page).
-
-    A page whose model still looped after its last retry keeps the text before the loop; the fallback's
-    answer goes along in `extra["fill_raw"]` for finish_page to fill in where the model gave nothing."""
+def page_status(res: EngineResult) -> tuple[PageStatus, str | None]:
+    """(status ok|fallback|failed, the model's error kept for a rescued, looped or failed page) of an
+    engine result (a FallbackEngine's: `rescued` marks the fallback's answer for a page the model gave
+    up on; a page that still looped keeps its text, and the fallback's answer in `extra["fill_raw"]`)."""
+    if res.rescued:
+        return PageStatus.FALLBACK, res.error
     if res.ok:
-        if res.finish_reason == "loop" and enabled and engine_name != "lite":
-            fill = await _fallback_ocr(page, get_fallback)
-            if fill.ok:
-                res.extra["fill_raw"] = fill.raw
-        return res, "ok", res.error if res.finish_reason == "loop" else None
-    if enabled and engine_name != "lite":
-        res2 = await _fallback_ocr(page, get_fallback)
-        if res2.ok:
-            res2.attempts += res.attempts
-            return res2, "fallback", res.error
-        res.error = f"{res.error}; fallback failed: {res2.error}"
-    return res, "failed", res.error
+        return PageStatus.OK, res.error if res.finish_reason == "loop" else None
+    return PageStatus.FAILED, res.error
 
 
 # ------------------------------------------------------------------ the steps around the engine
@@ -127,11 +107,6 @@ def page_input(doc_id: str, rp: RenderedPage, source_path: str, source_type: str
         source_path=source_path, source_type=source_type, password=password, render_s=rp.render_s,
         image_size=(rp.image_width, rp.image_height),
     )
-
-
-def engine_error(engine_name: str, e: BaseException) -> EngineResult:
-    """An engine that raised for a page (a bug: engines answer ok=False) still leaves the page a result."""
-    return EngineResult(ok=False, engine=engine_name, error=f"engine error: {e!r}")
 
 
 def parse_kwargs(res: EngineResult, rp: RenderedPage) -> dict:
@@ -169,10 +144,15 @@ def result_page(res: EngineResult, status: str, model_error: str | None, rp: Ren
     return page
 
 
-def assemble_document(path: str, info: SourceInfo, pages: list[Page], engine_name: str, model_name: str) -> Document:
+def document_model(engine_name: str, model_name: str, model_engine: bool) -> str:
+    """What the Document says read it: the model profile, or the engine when it is no model (lite)."""
+    return model_name if model_engine else engine_name
+
+
+def assemble_document(path: str, info: SourceInfo, pages: list[Page], model: str) -> Document:
     return Document(
         source=Source(path=path, sha256=info.sha256, type=info.type, page_count=info.page_count),
-        model=model_name if engine_name != "lite" else "lite",
+        model=model,
         metadata=Summary.of(pages),
         pages=pages,
     )

@@ -25,12 +25,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ocrserve.document import Page
-from ocrserve.engines import Engine
+from ocrserve.engines import Engine, engine_class
 from ocrserve.ingest.raster import Budget, SourceInfo
 from ocrserve.ingest.sources import InputProblem, expand_sources, parse_page_ranges
 from ocrserve.pipeline.options import ConvertOptions, RayOptions
 from ocrserve.pipeline.output import alt_name, render_context
-from ocrserve.pipeline.page import assemble_document
+from ocrserve.pipeline.page import assemble_document, document_model
 from ocrserve.pipeline.ray_stages import (EngineSpec, EngineStage, StageConfig, existing_json, finish_row, open_doc,
                                           render_row, row_figures)
 from ocrserve.pipeline.results import DocResult, Event, RunSummary, document_result, emitter
@@ -40,9 +40,6 @@ from ocrserve.settings import Settings, get_settings
 from ocrserve.errors import OcrserveError
 
 log = logging.getLogger(__name__)
-
-GPU_ENGINES = ("vllm", "openai", "hf")
-
 
 class RayConvertError(OcrserveError, ValueError):
     """The Ray run cannot start (no Ray installed, cluster not reachable, bad option)."""
@@ -92,15 +89,25 @@ def connect(address: str | None, **init_kwargs: Any) -> bool:
     return True
 
 
-def _actor_plan(name: str, engine_actors: int | None, gpus_per_actor: float | None,
-                cpus_per_actor: float | None) -> tuple[int, float, float]:
-    """(actors, GPUs each, CPUs each): one engine per GPU when the cluster has GPUs."""
-    import ray
+def engine_type(name: str, factory: Callable[..., Engine] | None) -> type[Engine]:
+    """The class whose traits a run follows: the named engine's, a factory that is an Engine class, else
+    the defaults of Engine (a factory function)."""
+    if factory is None:
+        return engine_class(name)
+    return factory if isinstance(factory, type) and issubclass(factory, Engine) else Engine
 
-    res = ray.cluster_resources()
-    gpus, cpus = float(res.get("GPU", 0)), float(res.get("CPU", 1))
+
+def _actor_plan(engine: type[Engine], engine_actors: int | None, gpus_per_actor: float | None,
+                cpus_per_actor: float | None, resources: dict[str, float] | None = None) -> tuple[int, float, float]:
+    """(actors, GPUs each, CPUs each), as the engine class says: one engine per GPU when the cluster has
+    GPUs and the engine needs one; else an actor per two CPUs for a CPU-bound engine, one for the others."""
+    if resources is None:
+        import ray
+
+        resources = ray.cluster_resources()
+    gpus, cpus = float(resources.get("GPU", 0)), float(resources.get("CPU", 1))
     if gpus_per_actor is None:
-        gpus_per_actor = 1.0 if (gpus >= 1 and name in GPU_ENGINES) else 0.0
+        gpus_per_actor = 1.0 if (gpus >= 1 and engine.needs_gpu) else 0.0
     if gpus_per_actor and gpus < gpus_per_actor:
         raise RayConvertError(f"the cluster has {gpus:g} GPUs, fewer than the {gpus_per_actor:g} each engine actor asks for")
     if cpus_per_actor is None:
@@ -108,7 +115,7 @@ def _actor_plan(name: str, engine_actors: int | None, gpus_per_actor: float | No
     if engine_actors is None:
         if gpus_per_actor:
             engine_actors = max(1, int(gpus // gpus_per_actor))
-        elif name == "lite":
+        elif engine.cpu_bound:
             engine_actors = max(1, int(cpus // 2))  # leave half the CPUs to rendering and parsing
         else:
             engine_actors = 1  # an HTTP engine without GPUs: one actor keeps capacity() requests in flight
@@ -124,7 +131,7 @@ _RAY_KEYWORDS = {"address": "address", "engine_actors": "engine_actors", "gpus_p
                  "ray_init": "init"}
 
 
-def _served_profile(model: Any, settings: Settings, options: dict[str, Any]) -> Any:
+def _served_profile(name: str, model: Any, settings: Settings, options: dict[str, Any]) -> Any:
     """The profile checked against the server (an EngineError when it serves another model), or, with none
     chosen, the one it serves: the local run's preflight, before any page is read."""
     import asyncio
@@ -132,7 +139,7 @@ def _served_profile(model: Any, settings: Settings, options: dict[str, Any]) -> 
     from ocrserve.engines import create_engine
 
     async def go():
-        eng = create_engine("openai", model, settings, **options)
+        eng = create_engine(name, model, settings, **options)
         try:
             await eng.preflight()
             return eng.profile
@@ -171,8 +178,9 @@ def run_ray_convert(
     name = str(getattr(factory, "name", "custom")) if factory is not None else opts.engine
     engine_options = opts.engine_kwargs()
     server = str(engine_options.get("server") or settings.server or "")
-    if name == "openai" and factory is None and "{node_ip}" not in server:
-        profile = _served_profile(opts.model, settings, engine_options)  # checked against the server, or its own
+    engine_cls = engine_type(name, factory)
+    if factory is None and engine_cls.preflight_on_driver and "{node_ip}" not in server:
+        profile = _served_profile(name, opts.model, settings, engine_options)  # checked against the server, or its own
     else:
         profile = load_profile(opts.model)
     page_filter = parse_page_ranges(opts.pages)
@@ -214,13 +222,14 @@ def run_ray_convert(
 
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = rayo.progress
-        actors, gpus_each, cpus_each = _actor_plan(name, rayo.engine_actors, rayo.gpus_per_actor, rayo.cpus_per_actor)
+        actors, gpus_each, cpus_each = _actor_plan(engine_cls, rayo.engine_actors, rayo.gpus_per_actor,
+                                                   rayo.cpus_per_actor)
         cfg = StageConfig(model=profile, budget=Budget.from_profile(profile), password=opts.password,
                           max_image_pixels=settings.max_image_pixels, page_filter=page_filter, figures=opts.figures,
                           keep_raw=opts.keep_raw, writes=True, force=opts.force, formats=opts.formats)
         spec = EngineSpec(name=None if factory else name, model=cfg.model, settings=settings, options=engine_options,
                           fallback=bool(opts.fallback), password=opts.password, factory=factory)
-        batch_size = rayo.batch_size or (64 if name == "vllm" else 8)
+        batch_size = rayo.batch_size or engine_cls.ray_batch_size
         # Ray core retries a task whose worker died (max_retries); Ray Data restarts a dead engine actor
         # and resubmits its batches (max_restarts / max_task_retries -1, its default, set here explicitly).
         # Newer Ray versions warn that these go through **ray_remote_args; they are still honoured.
@@ -241,7 +250,8 @@ def run_ray_convert(
                 **actor_args,
             )
             ds = ds.map(finish_row, fn_kwargs={"cfg": cfg}, **task_args)
-        summary.results = problems + _collect(ds, doc_rows, target, run_id, name, profile.name, opts, emit, summary)
+        model = document_model(name, profile.name, engine_cls.model_engine)
+        summary.results = problems + _collect(ds, doc_rows, target, run_id, name, model, opts, emit, summary)
     finally:
         if started:
             import ray
@@ -309,7 +319,7 @@ def _write(d: _Doc, target: OutputTarget, run_id: str, engine_name: str, model_n
            opts: ConvertOptions) -> DocResult:
     m = d.meta
     info = SourceInfo(type=m["type"], page_count=m["page_count"], sha256=m["sha256"])
-    doc = assemble_document(d.path, info, [d.pages[i] for i in sorted(d.pages)], engine_name, model_name)
+    doc = assemble_document(d.path, info, [d.pages[i] for i in sorted(d.pages)], model_name)
     result = document_result(d.name, d.path, doc)
     try:
         out = target.write(doc, d.name, d.files, run_id, formats=opts.formats, ctx=render_context(opts))

@@ -29,7 +29,8 @@ from typing import Any, Callable
 
 from ocrserve.document import Page
 from ocrserve.export.formats import DEFAULT_FORMATS
-from ocrserve.engines import Engine, EngineResult, PageInput, create_engine
+from ocrserve.engines import Engine, EngineResult, FallbackEngine, PageInput, create_engine, create_fallback
+from ocrserve.engines.base import engine_error
 from ocrserve.ingest.raster import Budget, RenderedPage, open_source, render_page
 from ocrserve.ingest.sources import PageSelection, SourceFile
 from ocrserve.pipeline import page as steps
@@ -174,7 +175,8 @@ class EngineSpec:
 
 
 class EngineStage:
-    """A Ray Data actor holding one engine (and the lite fallback, made when first needed).
+    """A Ray Data actor holding one engine (a model engine wrapped in FallbackEngine: the lite fallback
+    is made when first needed).
 
     Async: Ray Data runs several batches of an actor concurrently on its event loop, so an HTTP
     engine keeps its `capacity()` requests in flight; batched engines (in-process vLLM: `batched`)
@@ -188,6 +190,8 @@ class EngineStage:
         self.profile = load_profile(spec.model)
         self.engine = spec.build(self.profile)
         self._fallback_engine: Engine | None = None
+        if spec.fallback and self.engine.innermost().model_engine:
+            self.engine = FallbackEngine(self.engine, self._fallback)
         self._sem = asyncio.Semaphore(max(1, int(self.engine.capacity())))
         self._loop: Any = None  # the event loop Ray Data runs __call__ on (engines' clients live there)
 
@@ -220,7 +224,7 @@ class EngineStage:
 
     async def _fallback(self) -> Engine:
         if self._fallback_engine is None:
-            self._fallback_engine = create_engine("lite", self.profile, self.spec.settings)
+            self._fallback_engine = create_fallback(self.profile, self.spec.settings)
         return self._fallback_engine
 
     async def _ocr_one(self, pi: PageInput) -> EngineResult:
@@ -229,12 +233,7 @@ class EngineStage:
                 return await self.engine.ocr(pi)
             except Exception as e:  # noqa: BLE001 - an engine bug must not lose the page
                 log.exception("engine %s raised on %s page %d", self.engine.name, pi.doc_id, pi.index + 1)
-                return steps.engine_error(self.engine.name, e)
-
-    async def _with_fallback(self, pi: PageInput, res: EngineResult) -> tuple[EngineResult, str, str | None]:
-        """(result, status, model error kept for a fallback page): the pipeline's rule."""
-        return await steps.with_fallback(res, pi, engine_name=self.engine.name, enabled=self.spec.fallback,
-                                         get_fallback=self._fallback)
+                return engine_error(self.engine.name, e)
 
     async def _results(self, inputs: list[PageInput]) -> list[tuple[EngineResult, float]]:
         import asyncio
@@ -245,7 +244,7 @@ class EngineStage:
                 results = await self.engine.ocr_batch(inputs)
             except Exception as e:  # noqa: BLE001
                 log.exception("engine %s raised on a batch", self.engine.name)
-                results = [steps.engine_error(self.engine.name, e) for _ in inputs]
+                results = [engine_error(self.engine.name, e) for _ in inputs]
             dt = (time.perf_counter() - t0) / max(1, len(inputs))
             return [(r, dt) for r in results]
 
@@ -265,17 +264,10 @@ class EngineStage:
         rows = batch.to_pylist()
         todo = [i for i, r in enumerate(rows) if r["kind"] == "page" and not r["page_json"]]
         inputs = [page_input(rows[i], self.spec.password) for i in todo]
-        firsts = await self._results(inputs)
-
-        async def finish(pi: PageInput, res: EngineResult, dt: float) -> tuple[EngineResult, str, str | None, float]:
-            t0 = time.perf_counter()
-            res, status, err = await self._with_fallback(pi, res)
-            return res, status, err, dt + (time.perf_counter() - t0)
-
-        done = await asyncio.gather(*(finish(pi, r, dt) for pi, (r, dt) in zip(inputs, firsts)))
-        for i, (res, status, err, dt) in zip(todo, done):
+        for i, (res, dt) in zip(todo, await self._results(inputs)):
+            status, err = steps.page_status(res)
             rows[i].update(
-                has_result=True, raw=res.raw or "", fill_raw=res.extra.get("fill_raw") or "", status=status, engine=res.engine or self.engine.name,
+                has_result=True, raw=res.raw or "", fill_raw=res.extra.get("fill_raw") or "", status=str(status), engine=res.engine or self.engine.name,
                 attempts=res.attempts, finish_reason=res.finish_reason or "", model_error=err or "",
                 prompt_tokens=-1 if res.prompt_tokens is None else res.prompt_tokens,
                 completion_tokens=-1 if res.completion_tokens is None else res.completion_tokens, engine_s=dt,

@@ -444,9 +444,9 @@ def test_convert_cli_compile_option_reaches_the_engine(tiny_model_dir, tmp_path,
     seen = {}
     original_init = HFEngine.__init__
 
-    def init(self, *args, **kwargs):
-        seen.update(kwargs)
-        original_init(self, *args, **kwargs)
+    def init(self, profile, options=None, **kwargs):
+        seen.update(options.model_dump() if options is not None else kwargs)  # create_engine hands HFOptions
+        original_init(self, profile, options, **kwargs)
         script_model(self, [[GOOD]])
 
     monkeypatch.setattr(HFEngine, "__init__", init)

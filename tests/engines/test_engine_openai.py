@@ -183,7 +183,7 @@ async def test_400_fails_at_once(standin):
 async def test_gives_up_on_persistent_server_errors(standin):
     page = make_page(31)
     standin.control(default_plan=["503"] * 10)
-    eng = engine_for(standin, settings=get_settings(max_connection_retries=2))
+    eng = engine_for(standin, max_connection_retries=2)
     res = await run_one(eng, page)
     assert not res.ok and res.attempts == 3 and res.finish_reason == "error"
     assert "gave up after 3 attempts" in res.error and "HTTP 503" in res.error
@@ -216,8 +216,7 @@ async def test_unreachable_server_fails_cleanly():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again when the block ends: nothing listens there
-    eng = OpenAIEngine("chandra-1", server=f"127.0.0.1:{port}", backoff_s=0.01,
-                       settings=get_settings(max_connection_retries=1))
+    eng = OpenAIEngine("chandra-1", server=f"127.0.0.1:{port}", backoff_s=0.01, max_connection_retries=1)
     assert await eng.check() is False
     res = await run_one(eng, make_page(34))
     assert not res.ok and res.attempts == 2
@@ -273,7 +272,9 @@ async def test_concurrency_is_honoured_and_reached(standin):
 
 def test_capacity_defaults_and_settings():
     assert OpenAIEngine("chandra-1", server="http://h:8000").capacity() == 128
-    assert OpenAIEngine("chandra-1", server="http://h:8000", settings=get_settings(concurrency=40)).capacity() == 40
+    # the engine reads no Settings: create_engine gives it OCRSERVE_CONCURRENCY's value, unless one is chosen
+    assert create_engine("openai", "chandra-1", get_settings(concurrency=40), server="http://h:8000").capacity() == 40
+    assert create_engine("openai", "chandra-1", get_settings(concurrency=40), server="h", concurrency=7).capacity() == 7
     assert OpenAIEngine("chandra-1", server="http://h:8000", concurrency=7).capacity() == 7
     eng = create_engine("openai", load_profile("chandra-1"), server="h:8000", concurrency=3)
     assert isinstance(eng, OpenAIEngine) and eng.capacity() == 3
@@ -309,7 +310,7 @@ def test_normalize_base_url(given, want):
 @pytest.mark.parametrize("bad", ["", "   ", "ftp://host/x", "http://"])
 def test_bad_server_url_is_a_clear_error(bad):
     with pytest.raises(EngineError, match="server URL"):
-        OpenAIEngine("chandra-1", server=bad, settings=get_settings())
+        OpenAIEngine("chandra-1", server=bad)
 
 
 def test_parse_retry_after():
@@ -380,8 +381,8 @@ def test_default_timeout_gives_the_longest_page_time(monkeypatch):
     s = get_settings()
     assert s.request_timeout is None
     budget = load_profile("chandra-1").sampling.max_tokens
-    assert OpenAIEngine("chandra-1", server="http://x", settings=s).timeout == pytest.approx(60 + budget / 8)
-    assert OpenAIEngine("chandra-1", server="http://x", settings=s, max_tokens=1024).timeout == 600
-    assert OpenAIEngine("chandra-1", server="http://x", settings=s, stream=True).timeout == 600  # between pieces
-    assert OpenAIEngine("chandra-1", server="http://x", settings=get_settings(request_timeout=90)).timeout == 90
-    assert OpenAIEngine("chandra-1", server="http://x", settings=s, timeout=5).timeout == 5
+    assert create_engine("openai", "chandra-1", s, server="http://x").timeout == pytest.approx(60 + budget / 8)
+    assert OpenAIEngine("chandra-1", server="http://x", max_tokens=1024).timeout == 600
+    assert OpenAIEngine("chandra-1", server="http://x", stream=True).timeout == 600  # between pieces
+    assert create_engine("openai", "chandra-1", get_settings(request_timeout=90), server="http://x").timeout == 90
+    assert create_engine("openai", "chandra-1", get_settings(request_timeout=90), server="x", timeout=5).timeout == 5

@@ -1,17 +1,25 @@
-"""The engine registry (create_engine: names, options) and the Engine base class's defaults."""
+"""The engine registry (engines by name, each class with its contract: options model, traits),
+create_engine's option checks and Settings defaults, and the Engine base class's defaults."""
 
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 
 import pytest
 
-from ocrserve.engines import ENGINE_NAMES, Engine, EngineError, EngineResult, PageInput, create_engine, engine_class
-from ocrserve.engines.base import PIPELINE_OPTIONS, check_options, engine_options
+from ocrserve.engines import (
+    ENGINE_NAMES, Engine, EngineError, EngineOptions, EngineResult, PageInput, create_engine, engine_class,
+    engine_classes, register_engine, resolve_options, unregister_engine,
+)
+from ocrserve.engines.base import PIPELINE_OPTIONS, engine_options
+from ocrserve.engines.hf import HFEngine
 from ocrserve.engines.lite.engine import LiteEngine
 from ocrserve.engines.openai import OpenAIEngine
 from ocrserve.engines.vllm import VLLMEngine
 from ocrserve.profiles import load_profile
+from ocrserve.settings import Settings
 from PIL import Image
 
 PROFILE = load_profile("chandra-1")
@@ -30,11 +38,82 @@ def _page(i: int = 0) -> PageInput:
 
 
 def test_every_engine_name_is_registered():
-    assert ENGINE_NAMES == ("lite", "openai", "hf", "vllm")
+    assert tuple(ENGINE_NAMES) == ("lite", "openai", "hf", "vllm")
     assert engine_class("lite") is LiteEngine and engine_class("openai") is OpenAIEngine
-    assert engine_class("vllm") is VLLMEngine
+    assert engine_class("vllm") is VLLMEngine and engine_class("hf") is HFEngine
     with pytest.raises(EngineError, match="unknown engine 'nope': use one of lite, openai, hf, vllm"):
         create_engine("nope", PROFILE)
+
+
+def test_engine_modules_load_when_asked_and_never_import_heavy_libraries():
+    # `import ocrserve.engines` imports no engine module; reading every contract imports no torch or vllm
+    code = ("import sys, ocrserve.engines as e\n"
+            "assert not any(m in sys.modules for m in ('ocrserve.engines.hf', 'ocrserve.engines.vllm',"
+            " 'ocrserve.engines.openai', 'ocrserve.engines.lite.engine')), sorted(sys.modules)\n"
+            "e.option_names()\n"
+            "assert [c.name for c in e.engine_classes()] == ['lite', 'openai', 'hf', 'vllm']\n"
+            "heavy = [m for m in ('torch', 'transformers', 'vllm') if m in sys.modules]\n"
+            "assert not heavy, heavy\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_each_class_carries_its_traits():
+    assert (LiteEngine.model_engine, LiteEngine.cpu_bound, LiteEngine.needs_gpu) == (False, True, False)
+    assert (VLLMEngine.batched, VLLMEngine.needs_gpu, VLLMEngine.ray_batch_size) == (True, True, 64)
+    assert (HFEngine.needs_gpu, HFEngine.ray_batch_size, HFEngine.batched) == (True, 8, False)
+    assert OpenAIEngine.needs_gpu and OpenAIEngine.preflight_on_driver and OpenAIEngine.model_engine
+    assert not any(c.preflight_on_driver for c in (LiteEngine, HFEngine, VLLMEngine))
+
+
+def test_every_option_has_a_type_default_and_description():
+    for cls in engine_classes():
+        assert issubclass(cls.Options, EngineOptions), cls
+        for name, field in cls.Options.model_fields.items():
+            assert field.description, f"{cls.name}: option {name} has no description"
+            assert field.annotation is not None
+        for option, knob in cls.Options.settings_defaults.items():
+            assert option in cls.Options.model_fields and knob in Settings.model_fields, (cls.name, option, knob)
+
+
+def test_a_runtime_engine_is_registered_and_forgotten():
+    class Toy(Engine):
+        name = "toy-registry"
+
+        def __init__(self, profile, options=None):
+            self.profile, self.options = profile, options
+
+        async def ocr(self, page, *, on_delta=None):  # pragma: no cover
+            raise AssertionError
+
+    assert register_engine(Toy) is Toy
+    try:
+        assert "toy-registry" in ENGINE_NAMES and engine_class("toy-registry") is Toy
+        eng = create_engine("toy-registry", PROFILE, concurrency=3, server="h:1")  # pipeline options: dropped
+        assert isinstance(eng, Toy) and type(eng.options) is EngineOptions
+    finally:
+        unregister_engine("toy-registry")
+    assert "toy-registry" not in ENGINE_NAMES
+    unregister_engine("lite")  # a built-in goes back to its lazy entry
+    assert engine_class("lite") is LiteEngine
+
+
+def test_register_engine_checks_the_contract():
+    class NoName(Engine):
+        async def ocr(self, page, *, on_delta=None):  # pragma: no cover
+            raise AssertionError
+
+    with pytest.raises(ValueError, match="no name"):
+        register_engine(NoName)
+    with pytest.raises(TypeError, match="not an Engine"):
+        register_engine(dict)  # type: ignore[type-var]
+
+    class BadOptions(NoName):
+        name = "bad"
+        Options = dict  # type: ignore[assignment]
+
+    with pytest.raises(TypeError, match="EngineOptions"):
+        register_engine(BadOptions)
 
 
 def test_vllm_is_built_by_create_engine():
@@ -42,20 +121,37 @@ def test_vllm_is_built_by_create_engine():
     assert isinstance(eng, VLLMEngine) and eng.batched and eng.max_tokens == 9
 
 
-def test_an_option_the_engine_does_not_take_is_an_error_naming_it():
-    with pytest.raises(EngineError, match=r"engine 'lite' does not take option\(s\) 'checkpoint'"):
+# ---- options: checked by the engine's model, defaults from Settings -----------------------------------------
+
+
+def test_an_option_the_engine_does_not_take_is_an_error_naming_it_and_those_it_takes():
+    with pytest.raises(EngineError, match=r"engine 'lite' does not take option\(s\) 'checkpoint' \(it takes: "
+                                          r"mp_start, ocr, timeout, trust_invisible, warm, workers\)"):
         create_engine("lite", PROFILE, checkpoint="some/model")
     with pytest.raises(EngineError, match=r"engine 'openai' does not take option\(s\) 'device'"):
         create_engine("openai", PROFILE, server="h:8000", device="cpu")
     with pytest.raises(EngineError, match=r"engine 'lite' does not take option\(s\) 'api_key', 'device'"):
         create_engine("lite", PROFILE, device="cpu", api_key="k")
+    with pytest.raises(EngineError, match=r"engine 'openai' does not take option\(s\) 'settings'"):
+        OpenAIEngine(PROFILE, server="h:8000", settings=Settings())  # engines read no Settings: the caller does
+
+
+def test_a_bad_value_is_an_error_naming_the_option():
+    with pytest.raises(EngineError, match=r"engine 'lite': option 'ocr': Input should be 'auto', 'always' or 'never'"):
+        create_engine("lite", PROFILE, ocr="sometimes")
+    with pytest.raises(EngineError, match=r"engine 'hf': option 'batch_size': .*greater than or equal to 1"):
+        create_engine("hf", PROFILE, batch_size=0)  # checked before the engine (and torch) loads
+    with pytest.raises(EngineError, match=r"engine 'openai': option 'concurrency': .*valid integer"):
+        create_engine("openai", PROFILE, server="h:8000", concurrency="many")
+    with pytest.raises(EngineError, match="as one OpenAIOptions or as keywords"):
+        OpenAIEngine(PROFILE, OpenAIEngine.Options(server="h:1"), server="h:2")
 
 
 def test_pipeline_options_and_unset_options_are_dropped_where_not_taken():
     # the pipeline passes concurrency (Converter) and server (Ray) to whichever engine it builds
     assert PIPELINE_OPTIONS == {"concurrency", "server"}
-    assert check_options("lite", LiteEngine, {"concurrency": 4, "server": "h:1", "workers": 2, "ocr": None}) == {
-        "workers": 2}
+    opts = resolve_options(LiteEngine, {"concurrency": 4, "server": "h:1", "workers": 2, "ocr": None})
+    assert opts.model_dump(exclude_defaults=True) == {"workers": 2}
     eng = create_engine("lite", PROFILE, concurrency=4, server="h:1", workers=3, timeout=None)
     try:
         assert isinstance(eng, LiteEngine) and eng.workers == 3
@@ -65,25 +161,30 @@ def test_pipeline_options_and_unset_options_are_dropped_where_not_taken():
     assert isinstance(eng, OpenAIEngine) and eng.capacity() == 5
 
 
-def test_each_engine_declares_its_options_by_its_constructor():
-    assert engine_options(LiteEngine) == {"workers", "warm", "timeout", "ocr", "trust_invisible"}
-    assert {"server", "api_key", "concurrency", "max_tokens", "ignore_eos"} <= engine_options(OpenAIEngine)
+def test_create_engine_fills_unset_options_from_settings_and_a_choice_wins():
+    s = Settings(lite_workers=3, request_timeout=9, mp_start="spawn", server="http://s:1", api_key="k",
+                 served_model="m", concurrency=6, max_connection_retries=1)
+    lite = resolve_options(LiteEngine, {}, s)
+    assert (lite.workers, lite.timeout, lite.mp_start) == (3, 9, "spawn")
+    assert resolve_options(LiteEngine, {"workers": 5, "timeout": 2}, s).model_dump(include={"workers", "timeout"}) == {
+        "workers": 5, "timeout": 2}
+    eng = create_engine(None, PROFILE, s)  # no name: the configured server makes it openai
+    assert isinstance(eng, OpenAIEngine)
+    assert (eng.base_url, eng.api_key, eng.served_model, eng.capacity(), eng.timeout, eng.max_connection_retries) == (
+        "http://s:1/v1", "k", "m", 6, 9.0, 1)
+    # built directly, an engine takes its options' defaults and reads no Settings
+    assert resolve_options(LiteEngine, {}).model_dump() == LiteEngine.Options().model_dump()
+
+
+def test_each_engine_declares_its_options_by_its_model():
+    assert engine_options(LiteEngine) == {"workers", "warm", "timeout", "ocr", "trust_invisible", "mp_start"}
+    assert {"server", "api_key", "concurrency", "max_tokens", "ignore_eos", "timeout"} <= engine_options(OpenAIEngine)
     assert "device" not in engine_options(OpenAIEngine)
-
-    class Wrapper(Engine):  # a constructor that takes anything (a test double, a wrapper) gets everything
-        def __init__(self, profile, settings=None, **options):
-            self.options = options
-
-        async def ocr(self, page, *, on_delta=None):  # pragma: no cover
-            raise AssertionError
-
-    assert engine_options(Wrapper) is None
-    assert check_options("w", Wrapper, {"x": 1, "y": None}) == {"x": 1}
+    assert {"checkpoint", "device", "dtype", "batch_size", "max_tokens", "max_retries"} <= engine_options(HFEngine)
 
 
 def test_the_ray_engine_spec_builds_through_create_engine():
     from ocrserve.pipeline.ray_stages import EngineSpec
-    from ocrserve.settings import Settings
 
     spec = EngineSpec(name="vllm", model=PROFILE, settings=Settings(),
                       options={"llm": _FakeLLM(), "sampling_factory": dict, "concurrency": 8})

@@ -32,6 +32,8 @@ from ocrserve.ingest.pdf.document import PDFIUM_LOCK, on_close, open_pdf
 from ocrserve.profiles import Profile, load_profile
 from ocrserve.engines.base import DeltaCallback, Engine, EngineError, EngineResult, PageInput
 from ocrserve.engines.lite.layout import blocks_to_raw, build_blocks
+from ocrserve.engines.lite.options import LiteEngineOptions, default_workers
+from ocrserve.engines.registry import register_engine
 from ocrserve.ingest.pdf.chars import turn_box
 from ocrserve.engines.lite.ocrgeom import deskew_angle as _deskew_angle, estimate_sizes as _estimate_sizes, mark_bullets, upright_ocr
 from ocrserve.engines.lite.running import forget, running_lines
@@ -233,11 +235,6 @@ def lite_raw_for(page: PageInput, profile: Profile | str | None = None, **option
         return page_raw(_task(page, _options(prof, options)))["raw"]
 
 
-def _default_workers(settings) -> int:
-    n = int(getattr(settings, "lite_workers", 0) or 0) if settings is not None else 0
-    return max(1, n or min(os.cpu_count() or 1, 8))
-
-
 class _Worker:
     """One worker process, one page at a time (a single-process executor): it can be killed alone."""
 
@@ -267,21 +264,23 @@ class _Worker:
             retire(self.executor)
 
 
+@register_engine
 class LiteEngine(Engine):
     """Engine `lite`: text layer + RapidOCR on the CPU, pages in worker processes (one page each at a time)."""
 
     name = "lite"
+    Options = LiteEngineOptions
+    cpu_bound = True      # Ray: an actor per two CPUs
+    model_engine = False  # no model: it is the fallback itself, never wrapped in one
 
-    def __init__(self, profile: Profile | str | None = None, settings=None, workers: int | None = None, *,
-                 warm: bool = True, timeout: float | None = None, ocr: str = "auto", trust_invisible: bool = True):
+    def __init__(self, profile: Profile | str | None = None, options: LiteEngineOptions | None = None, **values):
+        o: LiteEngineOptions = self.options_of(options, values)
         self.profile = load_profile(profile)
-        self.settings = settings
-        self.workers = max(1, int(workers or _default_workers(settings)))
-        # load RapidOCR when a worker starts (else on the first page that needs OCR)
-        self.warm = bool(warm)
-        # seconds a page may run on its worker; then it fails and the worker is killed and replaced
-        self.timeout = float(timeout if timeout is not None else getattr(settings, "request_timeout", 600.0) or 600.0)
-        self.options = _options(self.profile, {"ocr": ocr, "trust_invisible": trust_invisible})
+        self.workers = default_workers(o.workers)
+        self.warm = o.warm
+        self.timeout = float(o.timeout or 600.0)
+        self.mp_start = o.mp_start
+        self.options = _options(self.profile, {"ocr": o.ocr, "trust_invisible": o.trust_invisible})
         self._lock = threading.Lock()
         self._idle: list[_Worker] = []   # started workers waiting for a page
         self._live: set[_Worker] = set()  # every worker not yet closed (idle or running a page)
@@ -293,7 +292,7 @@ class LiteEngine(Engine):
 
         # fork on Linux like the render pool: a user's script needs no __main__ guard (the parent never
         # loads RapidOCR; each worker loads its own); workers die with the parent
-        start = getattr(self.settings, "mp_start", None) or default_start_method()
+        start = self.mp_start or default_start_method()
         return _Worker(mp.get_context(start), _guard, (_worker_init, (threads, self.warm)))
 
     def _take(self) -> _Worker:
