@@ -1,8 +1,8 @@
 """Client CPU per page against the stand-in server (instant answers: all that is measured is the client):
 the pipeline's total (`ocrserve bench` pipeline mode, render workers included) and the split per stage.
 
-    python bench/client_cpu_stages.py --pages 48 --out bench/results/client-cpu-stages --name after
-    python bench/client_cpu_stages.py --pages 48 --legacy-png --name before   # the PNG encoder before issue 19
+    python -m bench.client_cpu_stages --pages 48 --out bench/results/client-cpu-stages --name after
+    python -m bench.client_cpu_stages --pages 48 --legacy-png --name before   # the PNG encoder before issue 19
 
 `--delay-s 20` makes the stand-in wait that long before each answer (a busy GPU server's latency):
 client CPU that grows with the run's length, not with its pages, shows there (`--modes pipeline`).
@@ -19,13 +19,11 @@ import shlex
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+from ocrserve.bench.runner import run_bench, write_report
+from ocrserve.bench.sampling import exclude_from_client
+from tests.fakes.standin import start_standin
 
-from ocrserve.bench.runner import run_bench, write_report  # noqa: E402
-from ocrserve.bench.sampling import exclude_from_client  # noqa: E402
-from tests.fakes.standin import start_standin  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def _legacy_png(img) -> bytes:
@@ -56,7 +54,7 @@ def main() -> None:
         exclude_from_client(s.proc.pid)  # the stand-in is our child, not the client
         report = run_bench(server=s.url, synthetic=a.pages, modes=a.modes.split(","), concurrency=a.concurrency,
                            max_tokens=a.max_tokens, stream_probe=0,
-                           command="python bench/client_cpu_stages.py " + shlex.join(sys.argv[1:]))
+                           command="python -m bench.client_cpu_stages " + shlex.join(sys.argv[1:]))
     report["standin_delay_s"] = a.delay_s
     report["png_encoder"] = "legacy: Pillow RGB compress_level 1" if a.legacy_png else "ocrserve.ingest.raster.encode_png"
     jp, mp = write_report(report, a.out, a.name)

@@ -5,7 +5,7 @@
 2. Peak client memory (main process + render workers, RSS summed: an upper bound, forked workers
    share pages) over a 2,000-page PDF.
 
-    python bench/client_throughput.py [--pages 300] [--memory-pages 2000] [--out bench/results]
+    python -m bench.client_throughput [--pages 300] [--memory-pages 2000] [--out bench/results]
 """
 
 from __future__ import annotations
@@ -15,10 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from tests.fakes.standin import start_standin
 
-from tests.fakes.standin import start_standin  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:

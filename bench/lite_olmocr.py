@@ -1,6 +1,6 @@
 """Convert the olmOCR-Bench sample with the lite engine and time it.
 
-    python bench/lite_olmocr.py [--pdfs DIR] [--out bench/results] [--workers N]
+    python -m bench.lite_olmocr [--pdfs DIR] [--out bench/results] [--workers N]
 
 Writes OUT/lite-olmocr-sample.json and .md (machine, versions, command, seconds per page, how each
 page was read: text layer or OCR) and OUT/lite-olmocr-sample/<pdf>_pg<N>_repeat1.md for every page
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     secs = [r["compute_s"] for r in rows if r["ok"]]
     by = {v: [r["compute_s"] for r in rows if r["verdict"] == v] for v in sorted({str(r["verdict"]) for r in rows})}
     summary = {
-        "command": "python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv or sys.argv[1:])]),
+        "command": shlex.join(["python", "-m", "bench.lite_olmocr", *(argv or sys.argv[1:])]),
         "machine": {"cpu": cpu_model(), "cores": os.cpu_count(), "platform": platform.platform(),
                     "loadavg_before": [round(x, 2) for x in load_before],
                     "loadavg_after": [round(x, 2) for x in os.getloadavg()]},

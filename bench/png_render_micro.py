@@ -5,7 +5,7 @@
 - the gray test (is R = G = B everywhere?): the strided channel views compared (before) vs
   ocrserve.png._is_gray (each band's bytes against themselves shifted by one).
 
-    python bench/png_render_micro.py --out bench/results/png-render-micro
+    python -m bench.png_render_micro --out bench/results/png-render-micro
 """
 
 from __future__ import annotations
@@ -20,15 +20,13 @@ import time
 import zlib
 from pathlib import Path
 
+import numpy as np
+import pypdfium2 as pdfium
+
+from ocrserve.bench.synthetic import make_pdf
+from ocrserve.png import _is_gray
+
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-import numpy as np  # noqa: E402
-import pypdfium2 as pdfium  # noqa: E402
-
-from ocrserve.bench.synthetic import make_pdf  # noqa: E402
-from ocrserve.png import _is_gray  # noqa: E402
 
 
 def _is_gray_strided(a: np.ndarray, rows: int = 128) -> bool:
@@ -82,7 +80,7 @@ def main() -> None:
                 deflate[k] += time.process_time() - t
                 size[k] += len(c)
             n += 1
-    res = {"command": "python bench/png_render_micro.py " + " ".join(sys.argv[1:]), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+    res = {"command": "python -m bench.png_render_micro " + " ".join(sys.argv[1:]), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
            "machine": f"{platform.processor() or platform.machine()}, python {platform.python_version()}, "
                       f"pypdfium2 {pdfium.PYPDFIUM_INFO}, isal {__import__('isal').__version__}",
            "pages": a.pages, "renders_each": n, "render_ms": {k: round(v / n * 1000, 2) for k, v in render.items()},

@@ -2,7 +2,7 @@
 # A sweep that outlives one device command (600 s): start it in its own session, then wait for it
 # from as many later commands as it needs, each copying what it has so far to $OUT.
 #
-#   bash bench/sweep_background.sh start /tmp/res <sweep_gpu.py arguments...>   # returns at once
+#   bash bench/sweep_background.sh start /tmp/res <ocrserve bench sweep options...>   # returns at once
 #   bash bench/sweep_background.sh wait /tmp/res 540                            # <= 540 s, then copies to $OUT
 #
 #   bash bench/sweep_background.sh profile /tmp/res 'bench mode pipeline' 40       # returns at once
@@ -16,7 +16,7 @@ shift 2
 case $verb in
   start)
     mkdir -p "$res"
-    setsid nohup bash -c 'python3 bench/sweep_gpu.py "$@" > "$0/sweep.log" 2>&1; echo $? > "$0/rc"' "$res" "$@" \
+    setsid nohup bash -c 'python3 -m ocrserve bench sweep "$@" > "$0/sweep.log" 2>&1; echo $? > "$0/rc"' "$res" "$@" \
       > /dev/null 2>&1 < /dev/null &
     echo "started in the background: $res/sweep.log"
     ;;
@@ -34,7 +34,7 @@ case $verb in
     pattern=$1 seconds=${2:-40}
     setsid nohup bash -c '
       for i in $(seq 1 1200); do grep -q "$1" "$0/sweep.log" 2>/dev/null && break; sleep 1; done
-      pid=$(pgrep -f "bench/sweep_gpu.py" | head -1)
+      pid=$(pgrep -f "ocrserve bench sweep" | head -1)
       py-spy record --pid "$pid" --subprocesses --nonblocking --rate 50 --duration "$2" --format raw \
         --output "$0/pyspy.txt" > "$0/pyspy.log" 2>&1' "$res" "$pattern" "$seconds" > /dev/null 2>&1 < /dev/null &
     echo "py-spy waits for '$pattern' in $res/sweep.log"

@@ -1,5 +1,6 @@
 """Serving sweep: `ocrserve serve` with each of a list of configurations, the same distinct-page
 corpus and fixed output length against each, one table (config, pages/s, p50/p95, peak memory).
+The command is `ocrserve bench sweep` (ocrserve/cli/bench.py; `sweep_spec` reads its options).
 
 A spec (JSON, bench/sweeps/) names the load and the configurations; `defaults` apply to each:
 `{"pages": 256, "max_tokens": 1024, "defaults": {"memory": "lean"}, "configs": [{"name": "lean"},
@@ -40,7 +41,7 @@ from ocrserve.bench.sweep_report import machine_summary, table_rows, write_sweep
 from ocrserve.profiles import load_profile
 
 __all__ = ["Sweep", "SweepConfig", "SweepSpec", "load_spec", "machine_summary", "parse_plan", "scaling_configs",
-           "serve_argv", "table_rows", "write_sweep"]
+           "serve_argv", "sweep_spec", "table_rows", "write_sweep"]
 
 log = logging.getLogger(__name__)
 SHARE_MARGIN = 0.04  # fraction of the card added to a lean plan for vLLM's start-up check
@@ -121,6 +122,27 @@ def scaling_configs(n_gpus: int, base: SweepConfig | None = None) -> list[SweepC
                                            "parallel": "epd", "epd_encoders": enc,
                                            "client_concurrency": per * (n_gpus - enc)}))
     return out
+
+
+def sweep_spec(path: Path | str | None, *, scaling: int | None = None, only: str | None = None,
+               pages: int | None = None, max_tokens: int | None = None) -> SweepSpec:
+    """The spec `ocrserve bench sweep` runs: a spec file and/or `scaling` (on the spec's first config, else a
+    Chandra 1 base), `only` these comma-separated config names, `pages` and `max_tokens` overriding the spec's."""
+    if path:
+        spec = load_spec(path)
+    elif scaling:
+        spec = SweepSpec(configs=[SweepConfig(name="base", profile="chandra-1")])  # the model: $CHANDRA1_SHAPE
+    else:
+        raise ValueError("give --spec or --scaling")
+    if scaling:
+        spec = spec.model_copy(update={"configs": scaling_configs(scaling, spec.configs[0])})
+    if only:
+        wanted = [n.strip() for n in only.split(",") if n.strip()]
+        unknown = [n for n in wanted if n not in {c.name for c in spec.configs}]
+        if unknown:
+            raise ValueError(f"--only names configs the spec lacks: {unknown}")
+        spec = spec.model_copy(update={"configs": [c for c in spec.configs if c.name in wanted]})
+    return spec.model_copy(update={k: v for k, v in (("pages", pages), ("max_tokens", max_tokens)) if v})
 
 
 def serve_argv(cfg: SweepConfig, model: str, port: int, *, log_dir: Path | None = None, dry_run: bool = False,

@@ -1,17 +1,34 @@
-"""`ocrserve bench`: ocrserve's pipeline beside a plain client and the engine's ceiling, on one server."""
+"""`ocrserve bench`: ocrserve's pipeline beside a plain client and the engine's ceiling, on one server;
+`ocrserve bench sweep`: `ocrserve serve` in each configuration of a spec, measured the same way (GPU)."""
 
 from __future__ import annotations
 
 import shlex
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
+from typer.core import TyperGroup
+
+
+class _RunByDefault(TyperGroup):
+    """`ocrserve bench ARGS` is `ocrserve bench run ARGS` unless ARGS start with a subcommand (`sweep`);
+    `ocrserve bench --help` is the run's help, which names the sweep."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if not args or args[0] not in self.commands:
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("bench")
+    group = typer.Typer(cls=_RunByDefault, add_completion=False,
+                        help="Benchmark a server: ocrserve's pipeline, a plain client, the engine's ceiling; "
+                             "`ocrserve bench sweep`: serving configurations.")
+    app.add_typer(group, name="bench")
+
+    @group.command("run")
     def bench(
         corpus: Optional[str] = typer.Argument(None, help="folder or PDF file of pages (or use --synthetic N)"),
         server: str = typer.Option(..., "--server", help="OpenAI-compatible server URL (vLLM)"),
@@ -34,7 +51,8 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(Path("bench/results"), "--out", help="folder for the JSON and Markdown report"),
         name: Optional[str] = typer.Option(None, "--name", help="report name (default: bench-<timestamp>)"),
     ) -> None:
-        """Measure pages/s, latency, time to first block, client CPU and GPU memory against a live server."""
+        """Measure pages/s, latency, time to first block, client CPU and GPU memory against a live server
+        (`ocrserve bench` with no subcommand runs this; `ocrserve bench sweep --help`: the serving sweep)."""
         import time
 
         from ocrserve.bench.runner import run_bench, write_report
@@ -56,3 +74,60 @@ def register(app: typer.Typer) -> None:
         jp, mp = write_report(report, out, name)
         typer.echo(mp.read_text())
         typer.echo(f"written: {jp} {mp}", err=True)
+
+    @group.command("sweep")
+    def sweep(
+        spec: Optional[Path] = typer.Option(None, "--spec", help="sweep spec (JSON, bench/sweeps/); with --scaling, "
+                                            "its first config is the base"),
+        scaling: Optional[int] = typer.Option(None, "--scaling", min=1, help="compare dp replicas 1..N and the "
+                                              "encoder/decoder split on N GPUs"),
+        only: Optional[str] = typer.Option(None, "--only", help="comma-separated config names to run (in the spec's order)"),
+        model: Optional[str] = typer.Option(None, "--model", envvar="CHANDRA1_SHAPE",
+                                            help="model folder (default: $CHANDRA1_SHAPE, else each config's profile)"),
+        out: Path = typer.Option(Path("bench-out"), "--out", envvar="OUT", help="folder for NAME.json and NAME.md"),
+        name: str = typer.Option("sweep", "--name", help="report name"),
+        work: Optional[Path] = typer.Option(None, "--work", help="logs and assembled model folders (default: a temp folder)"),
+        overlap: int = typer.Option(1, "--overlap", min=1, help="servers alive at once (the next starts while one is measured)"),
+        pages: Optional[int] = typer.Option(None, "--pages", min=1, help="override the spec's page count"),
+        max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="override the spec's output length"),
+        port: int = typer.Option(8100, "--port", help="first server's port"),
+        gpu_memory_gib: Optional[float] = typer.Option(None, "--gpu-memory-gib",
+                                                       help="plan for this much GPU memory (no nvidia-smi needed)"),
+        vllm_bin: Optional[str] = typer.Option(None, "--vllm-bin", help="vllm executable for ocrserve serve (tests: a stand-in)"),
+        startup_timeout: float = typer.Option(600, "--startup-timeout", help="seconds a server may take to start"),
+        deadline_s: Optional[float] = typer.Option(None, "--deadline-s", help="start no configuration later than this "
+                                                   "many seconds minus --config-budget-s"),
+        config_budget_s: float = typer.Option(150, "--config-budget-s", help="seconds one configuration is expected to take"),
+        dry_run: bool = typer.Option(False, "--dry-run", help="plan every configuration, print the commands, start nothing"),
+    ) -> None:
+        """Start `ocrserve serve` in each configuration of a spec in turn and measure each with the same distinct
+        pages at a fixed output length (pages/s, p50/p95, peak GPU memory, vision+prefill alone, vLLM's stage
+        times); writes OUT/NAME.json (everything, with each server's log tails) and OUT/NAME.md (the table and
+        the exact commands). Exit 1 when a configuration failed."""
+        import logging
+        import tempfile
+
+        from ocrserve.bench.sweep import Sweep, sweep_spec, table_rows
+
+        try:
+            the_spec = sweep_spec(spec, scaling=scaling, only=only, pages=pages, max_tokens=max_tokens)
+        except ValueError as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2) from None
+        if logging.getLogger().getEffectiveLevel() > logging.INFO:  # progress: each server started, measured
+            logging.getLogger("ocrserve.bench").setLevel(logging.INFO)
+        work = work or Path(tempfile.mkdtemp(prefix="ocrserve-sweep-"))
+        work.mkdir(parents=True, exist_ok=True)
+        runner = Sweep(the_spec, out, model=model, work=work, port=port, overlap=overlap, gpu_memory_gib=gpu_memory_gib,
+                       vllm_bin=vllm_bin, startup_timeout=startup_timeout, deadline_s=deadline_s,
+                       config_budget_s=config_budget_s, name=name, command="ocrserve " + shlex.join(sys.argv[1:]))
+        report = runner.dry_run() if dry_run else runner.run()
+        for row in table_rows(report):
+            typer.echo(str({k: v for k, v in row.items() if v not in (None, "")}))
+        if dry_run:
+            for cfg_name, r in report["results"].items():
+                for c in r["plan"].get("commands") or []:
+                    typer.echo(f"[{cfg_name}] {c}")
+        typer.echo(f"written: {out / (name + '.json')} {out / (name + '.md')}")
+        if not all(r.get("ok") or r.get("dry_run") for r in report["results"].values()):
+            raise typer.Exit(1)

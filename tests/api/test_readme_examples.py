@@ -8,7 +8,6 @@ and print what its comment promises, so the README cannot drift from the API.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import shutil
@@ -19,15 +18,13 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
+from tests.support import sample as make_sample
 from tests.support.api import ROOT, ApiProcess, parse_sse
 
 README = ROOT / "README.md"
 SECTION = "### API examples (curl)"
 DOC_BASE = "http://127.0.0.1:8080"
 
-_spec = importlib.util.spec_from_file_location("make_sample", ROOT / "bench" / "make_sample.py")
-make_sample = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(make_sample)  # type: ignore[union-attr]
 SAMPLE_PAGES = 2  # ocrserve/samples/sample.pdf (and sample-encrypted.pdf)
 
 # what the examples must show (a README edit that drops one fails test_examples_cover_the_api)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from ocrserve.bench.load import metrics_delta, parse_metrics
-from ocrserve.bench.sweep import SweepConfig, load_spec, parse_plan, resolve_model, scaling_configs, serve_argv
+from ocrserve.bench.sweep import SweepConfig, load_spec, parse_plan, resolve_model, scaling_configs, serve_argv, sweep_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 STANDIN_VLLM = f"{sys.executable} -m tests.fakes.standin_vllm"
@@ -67,7 +67,7 @@ def test_metrics_delta_gives_stage_means_and_counters():
 
 
 def _run(args: list[str], **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "bench/sweep_gpu.py", *args], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "ocrserve", "bench", "sweep", *args], cwd=ROOT, capture_output=True, text=True,
                           timeout=600, **kw)
 
 
@@ -83,6 +83,32 @@ def test_dry_run_plans_scaling_on_four_gpus(tmp_path):
     assert sum("--mm-encoder-only" in c for c in epd) == 1 and sum("ec_consumer" in c for c in epd) == 3
     assert "CUDA_VISIBLE_DEVICES=3" in " ".join(plans["dp-4"]["commands"])
     assert "| dp-2 |" in (out / "scale.md").read_text()
+
+
+def test_sweep_options_pick_configs_and_override_the_load(tmp_path):
+    spec = _spec(tmp_path, {"pages": 8, "configs": [{"name": "a"}, {"name": "b", "memory": "max"}, {"name": "c"}]})
+    s = sweep_spec(spec, only="c,a", pages=4)
+    assert [c.name for c in s.configs] == ["a", "c"] and s.pages == 4 and s.max_tokens == 1024  # the spec's order
+    s = sweep_spec(spec, scaling=2, max_tokens=64)  # scaling on the spec's first config
+    assert [c.name for c in s.configs] == ["dp-1", "dp-2", "epd-1e1d"] and s.max_tokens == 64 and s.pages == 8
+    assert [c.name for c in sweep_spec(None, scaling=1).configs] == ["dp-1"]
+    with pytest.raises(ValueError, match="give --spec or --scaling"):
+        sweep_spec(None)
+    with pytest.raises(ValueError, match=r"--only names configs the spec lacks: \['z'\]"):
+        sweep_spec(spec, only="a,z")
+
+
+def test_sweep_is_an_ocrserve_bench_subcommand(tmp_path):
+    p = _run(["--spec", str(_spec(tmp_path, {"configs": [{"name": "a"}]})), "--only", "z", "--out", str(tmp_path)])
+    assert p.returncode == 2 and "--only names configs the spec lacks" in p.stderr
+    p = _run([])
+    assert p.returncode == 2 and "give --spec or --scaling" in p.stderr
+    out = tmp_path / "out"
+    p = _run(["--scaling", "1", "--dry-run", "--gpu-memory-gib", "140", "--model", "chandra-1", "--out", str(out)])
+    assert p.returncode == 0, p.stderr[-2000:]
+    rep = json.loads((out / "sweep.json").read_text())
+    assert rep["command"] == f"ocrserve bench sweep --scaling 1 --dry-run --gpu-memory-gib 140 --model chandra-1 --out {out}"
+    assert "[dp-1] " in p.stdout and f"written: {out / 'sweep.json'}" in p.stdout
 
 
 def test_parse_plan_reads_what_serve_prints():

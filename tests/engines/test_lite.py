@@ -4,7 +4,6 @@ rotation) in PNG, TIFF and an image-only PDF."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
@@ -19,11 +18,9 @@ from ocrserve import Document, Source, load_profile, parse_output, render_markdo
 from ocrserve.engines import create_engine
 from ocrserve.engines.base import PageInput
 from ocrserve.engines.lite.engine import LiteEngine, lite_raw_for
+from tests.support import sample as make_sample
 
 ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("make_sample", ROOT / "bench" / "make_sample.py")
-make_sample = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(make_sample)  # type: ignore[union-attr]
 T = make_sample.SAMPLE_TEXT
 
 PROFILE = load_profile("chandra-1")

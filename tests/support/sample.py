@@ -1,7 +1,7 @@
 """Build the sample document: a born-digital PDF with headings, two columns, a table and a list.
 
-    python bench/make_sample.py [OUT.pdf]          (default: ocrserve/samples/sample.pdf)
-    python bench/make_sample.py --encrypted        (ocrserve/samples/sample-encrypted.pdf, password "secret")
+    python -m tests.support.sample [OUT.pdf]       (default: ocrserve/samples/sample.pdf)
+    python -m tests.support.sample --encrypted     (ocrserve/samples/sample-encrypted.pdf, password "secret")
 
 Needs reportlab (in the `test` extra). The lite engine's tests build the same document in a
 temporary folder with `build_sample_pdf`; `SAMPLE_TEXT` holds the strings they look for.
@@ -131,7 +131,7 @@ def build_sample_pdf(path: str | Path, *, pagesize: tuple[float, float] | None =
 
 
 def main(argv: list[str]) -> int:
-    samples = Path(__file__).resolve().parents[1] / "ocrserve" / "samples"
+    samples = Path(__file__).resolve().parents[2] / "ocrserve" / "samples"
     if argv[1:] == ["--encrypted"]:  # for the README's password example
         out = build_sample_pdf(samples / "sample-encrypted.pdf", password=ENCRYPTED_PASSWORD)
         print(f"wrote {out} ({out.stat().st_size} bytes, password {ENCRYPTED_PASSWORD!r})")
