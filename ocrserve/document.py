@@ -104,7 +104,8 @@ class Source(BaseModel):
 
     path: str
     sha256: str | None = None
-    type: str = Field(description="pdf, png, jpeg, webp, tiff, bmp, gif")
+    type: str = Field(description="pdf, png, jpeg, webp, tiff, bmp, gif; an Office file (read as the PDF LibreOffice "
+                      "makes of it): docx, xlsx, pptx, odt, ods, odp, rtf, html, doc, xls, ppt")
     page_count: int
 
 

@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     # seconds a render worker may spend on one task (open, render a page) before it is killed and the
     # document fails with a timeout; 0 = no limit
     render_timeout_s: float = Field(120.0, ge=0)
+    # seconds LibreOffice may spend converting one Office file (DOCX, XLSX, ...) to PDF (a batch: this per
+    # file); in a render worker at most 90% of render_timeout_s; 0 = 120
+    office_timeout_s: float = Field(120.0, ge=0)
     # how the render child of a Ray worker starts: forkserver (default where available) or spawn
     ray_child_start: str | None = None
     # the vllm executable `ocrserve serve` starts

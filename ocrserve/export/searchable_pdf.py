@@ -37,7 +37,9 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
+from ocrserve.ingest.office import OFFICE_TYPES, pdf_for
 from ocrserve.ingest.pdf.chars import _Frame as PageFrame
+from ocrserve.ingest.pdf.document import DocumentError
 from ocrserve.document import Block, Document
 from ocrserve.labels import FIGURE_LABELS
 from ocrserve.export.glyphless import ASCENT, cid_to_gid_map, font_bytes, to_unicode_cmap
@@ -380,8 +382,13 @@ def searchable_pdf(doc: Document, source: str | Path | None = None, *, password:
         raise SearchablePdfError(f"{path}: no such file (the searchable PDF is built from the source document)")
     from ocrserve.ingest.pdf.document import PDFIUM_LOCK
 
+    if doc.source.type in OFFICE_TYPES:  # an Office file: the pages of its PDF, made by LibreOffice
+        try:
+            path, password = Path(pdf_for(path, doc.source.type)), None
+        except DocumentError as e:
+            raise SearchablePdfError(f"{path.name}: {e}") from None
     with PDFIUM_LOCK:
-        if doc.source.type == "pdf":
+        if doc.source.type == "pdf" or doc.source.type in OFFICE_TYPES:
             data = _pdf_source(doc, path, password)
         else:
             data = _image_source(doc, path, image_dpi)

@@ -25,6 +25,7 @@ from PIL import Image, ImageOps
 
 
 from ocrserve.imagesize import Budget, client_fit_size, image_upscale_size, pdf_scale
+from ocrserve.ingest import office
 from ocrserve.ingest.pdf.document import DocumentError, forget, open_pdf
 from ocrserve.ingest.sniff import describe_unknown, sniff_file
 from ocrserve.png import encode_pixels, encode_png
@@ -101,14 +102,14 @@ def open_source(path: str, password: str | None, max_image_pixels: int) -> Sourc
                 h.update(chunk)
     except OSError as e:  # unreadable (permissions, I/O error): the reason in words
         raise DocumentError(f"cannot read file: {e.strerror or e}") from None
-    if kind == "pdf":
-        try:
-            doc = open_pdf(path, password)
+    if kind == "pdf" or kind in office.OFFICE_TYPES:
+        try:  # an Office file: its PDF, made by LibreOffice (cached for the pages that follow)
+            doc = open_pdf(path, password) if kind == "pdf" else open_pdf(office.pdf_for(path, kind), None)
         except DocumentError as e:
             raise DocumentError(str(e), sha256=h.hexdigest()) from None
         n = len(doc)
         if n == 0:
-            raise DocumentError("PDF has no pages")
+            raise DocumentError("PDF has no pages" if kind == "pdf" else f"{kind.upper()} has no pages")
     else:
         img = _open_image(path, max_image_pixels)
         n = getattr(img, "n_frames", 1) if kind == "tiff" else 1
@@ -208,7 +209,22 @@ def render_image_page(path: str, index: int, budget: Budget, max_image_pixels: i
     return RenderedPage(index, png, img.width, img.height, float(w), float(h), "px", time.perf_counter() - t0)
 
 
+def readable(path: str, kind: str) -> tuple[str, str]:
+    """(path, type) of the file an engine reads a page's source from (the lite engine: a PDF's text layer):
+    an Office file's PDF as "pdf" where open_source made it, else the file itself (it is not converted here)."""
+    if kind in office.OFFICE_TYPES:
+        try:
+            pdf = office.cached_pdf(path)
+        except (OSError, DocumentError):
+            pdf = None
+        if pdf is not None:
+            return str(pdf), "pdf"
+    return path, kind
+
+
 def render_page(path: str, kind: str, index: int, budget: Budget, password: str | None, max_image_pixels: int) -> RenderedPage:
     if kind == "pdf":
         return render_pdf_page(path, index, budget, password)
+    if kind in office.OFFICE_TYPES:
+        return render_pdf_page(office.pdf_for(path, kind), index, budget, None)
     return render_image_page(path, index, budget, max_image_pixels)

@@ -1,10 +1,13 @@
-"""Document type from the content, not the extension."""
+"""Document type from the content, not the extension (an Office file's zip or OLE container: ingest/office.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-DOC_EXTENSIONS = {".pdf", ".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".bmp", ".gif", ".jfif"}
+from ocrserve.ingest.office import OFFICE_EXTENSIONS, office_kind
+
+PDF_AND_IMAGE_EXTENSIONS = {".pdf", ".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff", ".bmp", ".gif", ".jfif"}
+DOC_EXTENSIONS = PDF_AND_IMAGE_EXTENSIONS | set(OFFICE_EXTENSIONS)
 
 
 def sniff_bytes(head: bytes) -> str | None:
@@ -27,8 +30,10 @@ def sniff_bytes(head: bytes) -> str | None:
 
 
 def sniff_file(path: Path) -> str | None:
+    """sniff_bytes' type, else an Office type (docx, xlsx, pptx, odt, ods, odp, rtf, html, doc, xls, ppt)."""
     with open(path, "rb") as f:
-        return sniff_bytes(f.read(1024))
+        head = f.read(4096)
+    return sniff_bytes(head[:1024]) or office_kind(Path(path), head)
 
 
 def describe_unknown(path: Path) -> str:
@@ -48,4 +53,4 @@ def describe_unknown(path: Path) -> str:
         kind = "a text file"
     except UnicodeDecodeError:
         kind = "an unknown binary format"
-    return f"unsupported file type: {kind}, not PDF/PNG/JPEG/WebP/TIFF/BMP/GIF"
+    return f"unsupported file type: {kind}, not PDF/PNG/JPEG/WebP/TIFF/BMP/GIF or an Office document"

@@ -23,6 +23,7 @@ from typing import Any, Awaitable, Callable
 from ocrserve.document import Document, Page
 from ocrserve.engines import Engine, EngineResult, FallbackEngine, PageInput, create_engine, create_fallback
 from ocrserve.engines.base import engine_error
+from ocrserve.ingest.office import prepare_async as prepare_office
 from ocrserve.ingest.pool import ResilientPool, default_task_timeout, default_workers
 from ocrserve.ingest.raster import Budget, RenderedPage, SourceInfo, forget, open_source, render_page
 from ocrserve.ingest.sources import InputProblem, SourceFile, expand_sources, parse_page_ranges
@@ -252,6 +253,8 @@ class Converter:
         if self.engine.profile.name != self.profile.name:  # no profile chosen: the one the server serves
             self.profile = self.engine.profile
             self.budget = Budget.from_profile(self.profile)
+        # Office files become PDFs in batches, one LibreOffice start each (a failure is found again at open)
+        await prepare_office([s.path for s in sources if isinstance(s, SourceFile)])
         self.emit("run_start", documents=len(sources))
         if self.target is not None:
             self.target.prepare()

@@ -10,7 +10,7 @@ from pathlib import Path
 from ocrserve.document import Block, Document, Page, PageStatus, PageTimings, Source, Summary
 from ocrserve.engines.base import EngineResult, PageInput
 from ocrserve.ingest.pool import WorkerCrash
-from ocrserve.ingest.raster import DocumentError, RenderedPage, SourceInfo
+from ocrserve.ingest.raster import DocumentError, RenderedPage, SourceInfo, readable
 from ocrserve.ingest.sources import PageSelection
 from ocrserve.parse import parse_output
 from ocrserve.profiles import Profile
@@ -102,6 +102,7 @@ def render_failed(index: int, e: BaseException) -> Page:
 
 
 def page_input(doc_id: str, rp: RenderedPage, source_path: str, source_type: str, password: str | None) -> PageInput:
+    source_path, source_type = readable(source_path, source_type)  # an Office file: its PDF
     return PageInput(
         doc_id=doc_id, index=rp.index, png=rp.png, width=rp.width, height=rp.height, unit=rp.unit,
         source_path=source_path, source_type=source_type, password=password, render_s=rp.render_s,
