@@ -16,6 +16,7 @@ import logging
 import shutil
 import time
 import uuid
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
@@ -97,7 +98,8 @@ class Converter:
         self._fallback_engine: Engine | None = None
         self.model_engine = self.engine.innermost().model_engine
         if opts.fallback and self.model_engine:  # the pages a model gives up on: rescued by the fallback
-            self.engine = FallbackEngine(self.engine, self._fallback)
+            fallback = weakref.WeakMethod(self._fallback)  # the engine does not keep the Converter alive
+            self.engine = FallbackEngine(self.engine, lambda: fallback()())  # type: ignore[misc]
         self.last_summary: RunSummary | None = None
         self._own_pool = pool is None
         self.pool = pool or ResilientPool(

@@ -23,6 +23,7 @@ import logging
 import pickle
 import tempfile
 import time
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -191,7 +192,10 @@ class EngineStage:
         self.engine = spec.build(self.profile)
         self._fallback_engine: Engine | None = None
         if spec.fallback and self.engine.innermost().model_engine:
-            self.engine = FallbackEngine(self.engine, self._fallback)
+            # through a weak reference: the engine must not keep the stage alive (Ray Data drops the stage,
+            # and __del__ closes the engines, only when nothing else holds it)
+            fallback = weakref.WeakMethod(self._fallback)
+            self.engine = FallbackEngine(self.engine, lambda: fallback()())  # type: ignore[misc]
         self._sem = asyncio.Semaphore(max(1, int(self.engine.capacity())))
         self._loop: Any = None  # the event loop Ray Data runs __call__ on (engines' clients live there)
 
