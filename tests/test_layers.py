@@ -14,7 +14,7 @@ LAYERS: list[set[str]] = [
     {"parse", "ingest"},      # raw model HTML -> blocks; inputs -> page images
     {"engines"},              # pages -> raw model HTML
     {"pipeline", "export"},   # schedules ingest -> engines -> parse -> render -> files; the searchable PDF
-    {"api", "vllm", "bench", "eval"},
+    {"api", "vllm", "bench", "eval", "mcp"},
     {"cli", "__init__", "__main__"},
 ]
 

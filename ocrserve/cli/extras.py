@@ -20,9 +20,11 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "ray": ("ray", "fsspec"),
     "vllm": ("vllm",),
     "eval": ("rapidfuzz", "fuzzysearch"),
+    "mcp": ("mcp",),
 }
 # a module of an extra that is not named in EXTRAS (pulled in by one that is)
-_ALSO = {"python_multipart": "api", "starlette": "api", "huggingface_hub": "hf", "safetensors": "hf"}
+_ALSO = {"python_multipart": "api", "starlette": "api", "huggingface_hub": "hf", "safetensors": "hf",
+         "mcp_types": "mcp"}
 
 
 def install_hint(extra: str) -> str:

@@ -24,8 +24,8 @@ import subprocess
 import tempfile
 import time
 import zipfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from ocrserve.ingest.pdf.document import DocumentError
 
@@ -232,8 +232,8 @@ def convert_batch(items: list[tuple[Path, str]], timeout_s: float | None = None)
         return failed
     html = [k == "html" for _, k in items]
     if any(html) and not all(html):  # HTML is read by Writer (Writer/Web leaves headings out): its own start
-        return {**convert_batch([it for it, h in zip(items, html) if not h], timeout_s),
-                **convert_batch([it for it, h in zip(items, html) if h], timeout_s)}
+        return {**convert_batch([it for it, h in zip(items, html, strict=True) if not h], timeout_s),
+                **convert_batch([it for it, h in zip(items, html, strict=True) if h], timeout_s)}
     exe = soffice(items[0][1])
     per_file = _timeout(timeout_s)
     cache = cache_dir()

@@ -1,0 +1,200 @@
+"""The MCP server (the official SDK's MCPServer) over stdio or streamable HTTP.
+
+Tools: `convert_document` (a path within the allowed roots, or the file's bytes; pages, format, engine,
+model), `submit_job`, `job_status`, `job_result`. Resources: a finished document's Markdown and JSON,
+`ocrserve://documents/{id}/markdown` and `.../json`. The work is ocrserve/mcp/documents.py's.
+
+Over HTTP, with keys configured (OCRSERVE_API_KEYS / OCRSERVE_API_KEYS_FILE, as `ocrserve api`) every
+request needs `Authorization: Bearer <key>` (else 401, before the MCP layer sees it), and each key sees
+its own documents and jobs. Over stdio the client is the process that started the server: no key.
+"""
+
+import logging
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
+
+from ocrserve.api.auth import OPEN, Auth
+from ocrserve.mcp.documents import LOCAL, Conversion, DocumentService, RequestError
+
+log = logging.getLogger(__name__)
+
+Format = Literal["md", "json", "html", "chunks", "txt"]
+PathArg = Annotated[str | None, Field(description="a document on the server's machine (absolute, or relative to the "
+                                                  "first allowed root); give this or content_base64")]
+ContentArg = Annotated[str | None, Field(description="the document's bytes, base64-encoded (PDF, image, DOCX, XLSX, "
+                                                     "PPTX, ...); give this or path")]
+FilenameArg = Annotated[str | None, Field(description="the uploaded file's name, e.g. report.docx")]
+PagesArg = Annotated[str | None, Field(description="1-based page ranges, e.g. 1-3,7 (default: every page)")]
+FormatArg = Annotated[Format, Field(description="md (Markdown), json (the Document: blocks with labels and boxes), "
+                                                "html, chunks (JSON lines for retrieval) or txt")]
+EngineArg = Annotated[str | None, Field(description="lite (CPU: text layer + OCR), openai (the model server the MCP "
+                                                    "server was started with) or hf; default: the server's")]
+ModelArg = Annotated[str | None, Field(description="model profile: chandra-2 or chandra-1; default: the server's")]
+PasswordArg = Annotated[str | None, Field(description="the password of an encrypted PDF")]
+IdArg = Annotated[str, Field(description="the id a conversion or submit_job answered")]
+
+INSTRUCTIONS = """ocrserve converts documents (PDF, images, DOCX/XLSX/PPTX and other Office files) into Markdown,
+HTML, JSON or retrieval chunks with the Chandra OCR models (or the CPU lite engine). Use convert_document for a
+short document; for a long one, submit_job, then job_status until it is done, then job_result. A finished
+document's Markdown and JSON are also resources: ocrserve://documents/{id}/markdown and .../json."""
+
+
+def build_server(service: DocumentService, auth: Auth | None = None) -> MCPServer:
+    server = MCPServer("ocrserve", instructions=INSTRUCTIONS, version=_version())
+
+    def owner(ctx: Context) -> str:
+        headers = ctx.headers
+        if auth is None or headers is None:
+            return LOCAL
+        if auth.open:
+            return OPEN
+        who = auth.identify(headers.get("authorization"))
+        if who is None:  # the HTTP layer refuses such a request first
+            raise ToolError("missing or invalid API key")
+        return who
+
+    def request(path, content_base64, filename, pages, password, engine, model) -> dict[str, Any]:
+        return {"path": path, "content_base64": content_base64, "filename": filename, "pages": pages,
+                "password": password, "engine": engine, "model": model}
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    async def convert_document(ctx: Context, path: PathArg = None, content_base64: ContentArg = None,
+                               filename: FilenameArg = None, pages: PagesArg = None, format: FormatArg = "md",
+                               engine: EngineArg = None, model: ModelArg = None,
+                               password: PasswordArg = None) -> CallToolResult:
+        """Convert one document and answer it in the format asked for (Markdown by default). The answer's first
+        text says what was converted and the document's id (for the resources); the second is the document."""
+        try:
+            conv = await service.convert(owner(ctx), **request(path, content_base64, filename, pages, password,
+                                                                engine, model))
+            return _result(conv, service.render(conv, format), format)
+        except RequestError as e:
+            raise ToolError(str(e)) from None
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    async def submit_job(ctx: Context, path: PathArg = None, content_base64: ContentArg = None,
+                         filename: FilenameArg = None, pages: PagesArg = None, engine: EngineArg = None,
+                         model: ModelArg = None, password: PasswordArg = None) -> dict[str, Any]:
+        """Start converting a document in the background; answers its job id at once (then job_status, job_result).
+        Jobs live as long as this server runs."""
+        try:
+            conv = await service.submit(owner(ctx), **request(path, content_base64, filename, pages, password,
+                                                               engine, model))
+        except RequestError as e:
+            raise ToolError(str(e)) from None
+        return conv.public()
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    async def job_status(ctx: Context, job_id: IdArg) -> dict[str, Any]:
+        """A job's status: queued, running, done or failed, with pages done of pages_total and its error."""
+        try:
+            return service.get(owner(ctx), job_id).public()
+        except RequestError as e:
+            raise ToolError(str(e)) from None
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
+    async def job_result(ctx: Context, job_id: IdArg, format: FormatArg = "md") -> CallToolResult:
+        """A finished job's document in the format asked for (an error while it still runs, or if it failed)."""
+        try:
+            conv = service.get(owner(ctx), job_id)
+            return _result(conv, service.render(conv, format), format)
+        except RequestError as e:
+            raise ToolError(str(e)) from None
+
+    @server.resource("ocrserve://documents/{doc_id}/markdown", name="document-markdown", mime_type="text/markdown",
+                     description="A finished document's Markdown")
+    async def document_markdown(doc_id: str, ctx: Context) -> str:
+        return _read(service, owner(ctx), doc_id, "md")
+
+    @server.resource("ocrserve://documents/{doc_id}/json", name="document-json", mime_type="application/json",
+                     description="A finished document's JSON (the Document: pages, blocks with labels and boxes)")
+    async def document_json(doc_id: str, ctx: Context) -> str:
+        return _read(service, owner(ctx), doc_id, "json")
+
+    return server
+
+
+def _read(service: DocumentService, who: str, doc_id: str, fmt: str) -> str:
+    try:
+        return service.render(service.get(who, doc_id), fmt)
+    except RequestError as e:
+        raise ResourceError(str(e)) from None
+
+
+def _result(conv: Conversion, body: str, fmt: str) -> CallToolResult:
+    doc = conv.document
+    assert doc is not None
+    said = (f"{conv.filename} ({doc.source.type}): {conv.status}, {len(doc.pages)} page(s)"
+            f"{f', {conv.pages_failed} failed' if conv.pages_failed else ''}; id {conv.id}; format {fmt}; "
+            f"resources ocrserve://documents/{conv.id}/markdown and /json")
+    if conv.error:
+        said += f"; note: {conv.error}"
+    return CallToolResult(content=[TextContent(type="text", text=said), TextContent(type="text", text=body)],
+                          structured_content=conv.public())
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ocrserve")
+    except PackageNotFoundError:
+        return "0"
+
+
+# ------------------------------------------------------------------------------------ transports
+async def serve_stdio(service: DocumentService) -> None:
+    server = build_server(service)
+    try:
+        await server.run_stdio_async()
+    finally:
+        await service.aclose()
+
+
+class BearerKeys:
+    """ASGI middleware: an HTTP request without a valid `Authorization: Bearer <key>` is answered 401."""
+
+    def __init__(self, app, auth: Auth) -> None:
+        self.app, self.auth = app, auth
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or self.auth.open:
+            return await self.app(scope, receive, send)
+        header = dict(scope["headers"]).get(b"authorization")
+        if self.auth.identify(header.decode("latin-1") if header else None) is None:
+            body = (b'{"error": "unauthorized", "detail": "' +
+                    (b"invalid API key" if header else b"missing API key: send Authorization: Bearer <key>") + b'"}')
+            await send({"type": "http.response.start", "status": 401, "headers": [
+                (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
+                (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        return await self.app(scope, receive, send)
+
+
+async def serve_http(service: DocumentService, auth: Auth, host: str, port: int, path: str = "/mcp",
+                     log_level: str = "warning") -> None:
+    import uvicorn
+
+    server = build_server(service, auth)
+    limit = service.settings.max_upload_bytes * 4 // 3 + 256 * 1024  # a base64 upload in a JSON-RPC message
+    app = server.streamable_http_app(streamable_http_path=path, host=host, max_request_body_size=limit)
+    try:
+        await uvicorn.Server(uvicorn.Config(BearerKeys(app, auth), host=host, port=port, log_level=log_level,
+                                            lifespan="on")).serve()
+    finally:
+        await service.aclose()
+
+
+def roots_of(allow: list[Path] | None) -> list[Path]:
+    """The allowed roots: those given (each must be a folder), else the current folder."""
+    roots = [Path(p).expanduser() for p in (allow or [])] or [Path.cwd()]
+    for r in roots:
+        if not r.is_dir():
+            raise RequestError(f"--allow-root {r}: not a folder")
+    return roots
