@@ -16,14 +16,15 @@ from __future__ import annotations
 import abc
 import asyncio
 import io
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, ClassVar
+from typing import Any, ClassVar
 
 from PIL import Image
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from ocrserve.profiles import Profile
 from ocrserve.errors import OcrserveError
+from ocrserve.profiles import Profile
 
 
 class PageInput:
@@ -133,7 +134,7 @@ class EngineOptions(BaseModel):
     settings_defaults: ClassVar[dict[str, str]] = {}
 
     @classmethod
-    def check(cls, engine: str, values: dict[str, Any]) -> "EngineOptions":
+    def check(cls, engine: str, values: dict[str, Any]) -> EngineOptions:
         """The options from `values`; an unknown option or a bad value is an EngineError naming it (and,
         for an unknown one, the options the engine takes)."""
         unknown = sorted(k for k in values if k not in cls.model_fields)
@@ -179,7 +180,7 @@ class Engine(abc.ABC):
     profile: Profile
 
     @classmethod
-    def create(cls, profile: Profile | str | None, options: EngineOptions) -> "Engine":
+    def create(cls, profile: Profile | str | None, options: EngineOptions) -> Engine:
         """Build the engine from its resolved options (create_engine's last step; an engine that is
         several engines, such as openai with several servers, says so here)."""
         return cls(profile, options)  # type: ignore[call-arg]
@@ -191,7 +192,7 @@ class Engine(abc.ABC):
             raise EngineError(f"engine {cls.name!r}: give its options as one {cls.Options.__name__} or as keywords")
         return options if options is not None else cls.Options.check(cls.name, values)
 
-    def innermost(self) -> "Engine":
+    def innermost(self) -> Engine:
         """The engine under any wrappers (each keeps the engine it wraps in `inner`): its traits count."""
         eng: Engine = self
         while isinstance(getattr(eng, "inner", None), Engine):

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 from ocrserve.engines.base import DeltaCallback, Engine, EngineResult, PageInput, engine_error
 from ocrserve.profiles import Profile
@@ -34,9 +34,13 @@ class FallbackEngine(Engine):
         self.batched = primary.batched
         self.model_engine = primary.innermost().model_engine
 
-    @property  # type: ignore[override]
+    @property
     def profile(self) -> Profile:  # the primary's, also once its preflight settled on the served one
         return self.inner.profile
+
+    @profile.setter
+    def profile(self, value: Profile) -> None:
+        self.inner.profile = value
 
     def capacity(self) -> int:
         return self.inner.capacity()
@@ -53,7 +57,7 @@ class FallbackEngine(Engine):
     async def ocr(self, page: PageInput, *, on_delta: DeltaCallback | None = None) -> EngineResult:
         try:
             res = await self.inner.ocr(page, on_delta=on_delta)
-        except Exception as e:  # noqa: BLE001 - an engine bug must not lose the page
+        except Exception as e:  # an engine bug must not lose the page (logged)
             log.exception("engine %s raised on %s page %d", self.name, page.doc_id, page.index + 1)
             res = engine_error(self.name, e)
         return await self.rescue(page, res)
@@ -61,10 +65,10 @@ class FallbackEngine(Engine):
     async def ocr_batch(self, pages: list[PageInput]) -> list[EngineResult]:
         try:
             results = await self.inner.ocr_batch(pages)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             log.exception("engine %s raised on a batch", self.name)
             results = [engine_error(self.name, e) for _ in pages]
-        return list(await asyncio.gather(*(self.rescue(p, r) for p, r in zip(pages, results))))
+        return list(await asyncio.gather(*(self.rescue(p, r) for p, r in zip(pages, results, strict=True))))
 
     async def rescue(self, page: PageInput, res: EngineResult) -> EngineResult:
         """The page's result once the fallback had its say (see the module's docstring)."""

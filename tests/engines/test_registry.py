@@ -8,10 +8,21 @@ import subprocess
 import sys
 
 import pytest
+from PIL import Image
 
 from ocrserve.engines import (
-    ENGINE_NAMES, Engine, EngineError, EngineOptions, EngineResult, PageInput, create_engine, engine_class,
-    engine_classes, register_engine, resolve_options, unregister_engine,
+    ENGINE_NAMES,
+    Engine,
+    EngineError,
+    EngineOptions,
+    EngineResult,
+    PageInput,
+    create_engine,
+    engine_class,
+    engine_classes,
+    register_engine,
+    resolve_options,
+    unregister_engine,
 )
 from ocrserve.engines.base import PIPELINE_OPTIONS, engine_options
 from ocrserve.engines.hf import HFEngine
@@ -20,7 +31,6 @@ from ocrserve.engines.openai import OpenAIEngine
 from ocrserve.engines.vllm import VLLMEngine
 from ocrserve.profiles import load_profile
 from ocrserve.settings import Settings
-from PIL import Image
 
 PROFILE = load_profile("chandra-1")
 

@@ -11,7 +11,14 @@ from pydantic import Field
 
 import ocrserve
 from ocrserve.engines import (
-    Engine, EngineError, EngineOptions, EngineResult, engine_class, option_names, register_engine, unregister_engine,
+    Engine,
+    EngineError,
+    EngineOptions,
+    EngineResult,
+    engine_class,
+    option_names,
+    register_engine,
+    unregister_engine,
 )
 from ocrserve.pipeline.options import ConvertOptions, engine_fields
 from ocrserve.profiles import load_profile
