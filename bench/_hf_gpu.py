@@ -65,8 +65,12 @@ def check_prepare(engine, folder: str, image) -> dict:
         same_ids = ref["input_ids"].tolist() == ours["input_ids"].tolist()
         same_grid = ref["image_grid_thw"].tolist() == ours["image_grid_thw"].tolist()
         max_px_diff = float((ref["pixel_values"].float() - ours["pixel_values"].float()).abs().max())
-        return {"input_ids_equal": same_ids, "image_grid_equal": same_grid, "pixel_values_max_abs_diff": max_px_diff,
-                "prompt_tokens": int(ours["input_ids"].shape[1])}
+        return {
+            "input_ids_equal": same_ids,
+            "image_grid_equal": same_grid,
+            "pixel_values_max_abs_diff": max_px_diff,
+            "prompt_tokens": int(ours["input_ids"].shape[1]),
+        }
     except Exception as exc:  # noqa: BLE001 - a check, not the benchmark
         return {"error": f"{type(exc).__name__}: {exc}"}
 
@@ -90,6 +94,7 @@ async def vllm_config(url: str, model: str, images, max_tokens: int, concurrency
     errors: list[str] = []
     limits = httpx.Limits(max_connections=concurrency + 4, max_keepalive_connections=concurrency + 4)
     async with httpx.AsyncClient(timeout=1800, limits=limits) as c:
+
         async def one(u: str) -> None:
             body = chat.body(model, u, profile.prompt, profile.sampling, max_tokens, ignore_eos=True)
             async with sem:
@@ -103,10 +108,16 @@ async def vllm_config(url: str, model: str, images, max_tokens: int, concurrency
         await asyncio.gather(*(one(u) for u in urls))
         elapsed = time.perf_counter() - t0
     gen = sum(u.get("completion_tokens", 0) for u in usage)
-    return {"pages": len(images), "concurrency": concurrency, "seconds": round(elapsed, 2),
-            "pages_per_s": round(len(images) / elapsed, 4), "generated_tokens": gen,
-            "generated_tokens_per_s": round(gen / elapsed, 1),
-            "prompt_tokens_per_page": sorted({u.get("prompt_tokens") for u in usage}), "errors": errors[:3]}
+    return {
+        "pages": len(images),
+        "concurrency": concurrency,
+        "seconds": round(elapsed, 2),
+        "pages_per_s": round(len(images) / elapsed, 4),
+        "generated_tokens": gen,
+        "generated_tokens_per_s": round(gen / elapsed, 1),
+        "prompt_tokens_per_page": sorted({u.get("prompt_tokens") for u in usage}),
+        "errors": errors[:3],
+    }
 
 
 def run_vllm(a, sizes, counts, report, save) -> None:
@@ -153,18 +164,21 @@ def profile_phases(engine, a, out: Path) -> dict:
         return time.perf_counter() - t, v
 
     for bs in (1, 8):
-        prep_s, inputs = timed(lambda: engine.prepare([img] * bs))
+        prep_s, inputs = timed(lambda bs=bs: engine.prepare([img] * bs))
         inputs = engine.to_device(inputs)
 
-        def gen(n):
+        def gen(n, inputs=inputs, bs=bs):
             with torch.inference_mode():
                 return engine.model.generate(**inputs, generation_config=engine._generation_config(sampling, n))
 
         timed(lambda: gen(2))  # warm
         prefill_s, _ = timed(lambda: gen(1))
         t65, _ = timed(lambda: gen(65))
-        res[f"batch_{bs}"] = {"prepare_s": round(prep_s, 3), "prefill_s": round(prefill_s, 3),
-                              "decode_step_ms": round((t65 - prefill_s) / 64 * 1000, 1)}
+        res[f"batch_{bs}"] = {
+            "prepare_s": round(prep_s, 3),
+            "prefill_s": round(prefill_s, 3),
+            "decode_step_ms": round((t65 - prefill_s) / 64 * 1000, 1),
+        }
         say(f"phases, batch {bs}: {res[f'batch_{bs}']}")
         if bs == 1:
             from torch.profiler import ProfilerActivity, profile
@@ -178,11 +192,17 @@ def profile_phases(engine, a, out: Path) -> dict:
 
             cuda_us = sum(e.self_device_time_total for e in ka if e.device_type == DeviceType.CUDA)
             launches = sum(e.count for e in ka if e.key in ("cudaLaunchKernel", "cuLaunchKernelEx", "cuLaunchKernel"))
-            res["profile_batch_1_17_tokens"] = {"wall_s": round(wall, 3), "gpu_kernel_s": round(cuda_us / 1e6, 3),
-                                                "kernel_launches": launches}
+            res["profile_batch_1_17_tokens"] = {
+                "wall_s": round(wall, 3),
+                "gpu_kernel_s": round(cuda_us / 1e6, 3),
+                "kernel_launches": launches,
+            }
             (out / "profile.txt").write_text(
-                "by self GPU time\n" + ka.table(sort_by="self_cuda_time_total", row_limit=25)
-                + "\n\nby CPU time\n" + ka.table(sort_by="cpu_time_total", row_limit=25))
+                "by self GPU time\n"
+                + ka.table(sort_by="self_cuda_time_total", row_limit=25)
+                + "\n\nby CPU time\n"
+                + ka.table(sort_by="cpu_time_total", row_limit=25)
+            )
             say(f"profile: {res['profile_batch_1_17_tokens']}")
     return res
 
@@ -207,8 +227,11 @@ def cache_experiment(engine, a, bs: int, n_tokens: int) -> dict:
             sync()
             times.append(round(time.perf_counter() - t, 2))
         key = "static" if static else "dynamic"
-        res[key] = {"seconds": times, "new_tokens": int(out.shape[1] - inputs["input_ids"].shape[1]),
-                    "pages_per_s_steady": round(bs / times[-1], 4)}
+        res[key] = {
+            "seconds": times,
+            "new_tokens": int(out.shape[1] - inputs["input_ids"].shape[1]),
+            "pages_per_s_steady": round(bs / times[-1], 4),
+        }
         say(f"cache experiment {key}: {res[key]}")
     engine.static_cache = False
     return res

@@ -44,19 +44,27 @@ def main() -> None:
     ap.add_argument("--name", default="client-cpu-stages")
     a = ap.parse_args()
     if a.legacy_png:
-        from ocrserve.ingest import raster
-
         from PIL import Image
+
+        from ocrserve.ingest import raster
 
         raster.encode_png = _legacy_png
         raster.encode_pixels = lambda a: _legacy_png(Image.fromarray(a))
     with start_standin(delay_s=a.delay_s) as s:
         exclude_from_client(s.proc.pid)  # the stand-in is our child, not the client
-        report = run_bench(server=s.url, synthetic=a.pages, modes=a.modes.split(","), concurrency=a.concurrency,
-                           max_tokens=a.max_tokens, stream_probe=0,
-                           command="python -m bench.client_cpu_stages " + shlex.join(sys.argv[1:]))
+        report = run_bench(
+            server=s.url,
+            synthetic=a.pages,
+            modes=a.modes.split(","),
+            concurrency=a.concurrency,
+            max_tokens=a.max_tokens,
+            stream_probe=0,
+            command="python -m bench.client_cpu_stages " + shlex.join(sys.argv[1:]),
+        )
     report["standin_delay_s"] = a.delay_s
-    report["png_encoder"] = "legacy: Pillow RGB compress_level 1" if a.legacy_png else "ocrserve.ingest.raster.encode_png"
+    report["png_encoder"] = (
+        "legacy: Pillow RGB compress_level 1" if a.legacy_png else "ocrserve.ingest.raster.encode_png"
+    )
     jp, mp = write_report(report, a.out, a.name)
     print(mp.read_text())
 

@@ -28,14 +28,53 @@ def main() -> None:
     a = ap.parse_args()
     server = start_standin()
     try:
-        common = [sys.executable, "-m", "ocrserve", "bench", "--server", server.url, "--no-ignore-eos",
-                  "--max-tokens", "4096", "--stream-probe", "0", "--out", a.out]
+        common = [
+            sys.executable,
+            "-m",
+            "ocrserve",
+            "bench",
+            "--server",
+            server.url,
+            "--no-ignore-eos",
+            "--max-tokens",
+            "4096",
+            "--stream-probe",
+            "0",
+            "--out",
+            a.out,
+        ]
         if a.pages:
-            subprocess.run(common + ["--synthetic", str(a.pages), "--modes", "pipeline,plain", "--plain-batch", "1",
-                                     "--name", "client-throughput-cpu"], cwd=ROOT, check=True)
+            subprocess.run(
+                common
+                + [
+                    "--synthetic",
+                    str(a.pages),
+                    "--modes",
+                    "pipeline,plain",
+                    "--plain-batch",
+                    "1",
+                    "--name",
+                    "client-throughput-cpu",
+                ],
+                cwd=ROOT,
+                check=True,
+            )
         if a.memory_pages:
-            subprocess.run(common + ["--synthetic", str(a.memory_pages), "--modes", "pipeline", "--seed", "7",
-                                     "--name", "client-memory-2000p-cpu"], cwd=ROOT, check=True)
+            subprocess.run(
+                common
+                + [
+                    "--synthetic",
+                    str(a.memory_pages),
+                    "--modes",
+                    "pipeline",
+                    "--seed",
+                    "7",
+                    "--name",
+                    "client-memory-2000p-cpu",
+                ],
+                cwd=ROOT,
+                check=True,
+            )
     finally:
         server.stop()
 

@@ -106,12 +106,19 @@ def main() -> int:
     if len(sizes) != len(counts):
         ap.error("--batch-sizes and --pages need the same number of entries")
     if a.vllm_url:
-        report = {"benchmark": "vLLM server, the pages of bench/hf_gpu.py, fixed output length, B requests in flight",
-                  "command": " ".join([Path(sys.executable).name, *sys.argv]),
-                  "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
-                  "settings": {"max_new_tokens": a.max_new_tokens, "page_size": [a.width, a.height],
-                               "sampling": "greedy", "ignore_eos": True, "prompt": "chandra-1 layout prompt"},
-                  "results": {}}
+        report = {
+            "benchmark": "vLLM server, the pages of bench/hf_gpu.py, fixed output length, B requests in flight",
+            "command": " ".join([Path(sys.executable).name, *sys.argv]),
+            "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+            "settings": {
+                "max_new_tokens": a.max_new_tokens,
+                "page_size": [a.width, a.height],
+                "sampling": "greedy",
+                "ignore_eos": True,
+                "prompt": "chandra-1 layout prompt",
+            },
+            "results": {},
+        }
         path = out / "vllm_same_pages.json"
         run_vllm(a, sizes, counts, report, lambda: path.write_text(json.dumps(report, indent=2)))
         say(f"wrote {path}")
@@ -128,14 +135,27 @@ def main() -> int:
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "machine": {
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-            "gpu_memory_gib": gib(torch.cuda.get_device_properties(0).total_memory) if torch.cuda.is_available() else None,
-            "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
+            "gpu_memory_gib": gib(torch.cuda.get_device_properties(0).total_memory)
+            if torch.cuda.is_available()
+            else None,
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
         },
-        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
-                     "qwen3_vl": hasattr(transformers, "Qwen3VLForConditionalGeneration"),
-                     "qwen3_5": hasattr(transformers, "Qwen3_5ForConditionalGeneration")},
-        "settings": {"max_new_tokens": a.max_new_tokens, "page_size": [a.width, a.height], "dtype": "bfloat16",
-                     "sampling": "greedy", "ignore_eos": True, "prompt": "chandra-1 layout prompt"},
+        "versions": {
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "qwen3_vl": hasattr(transformers, "Qwen3VLForConditionalGeneration"),
+            "qwen3_5": hasattr(transformers, "Qwen3_5ForConditionalGeneration"),
+        },
+        "settings": {
+            "max_new_tokens": a.max_new_tokens,
+            "page_size": [a.width, a.height],
+            "dtype": "bfloat16",
+            "sampling": "greedy",
+            "ignore_eos": True,
+            "prompt": "chandra-1 layout prompt",
+        },
         "results": {},
     }
     path = out / "hf_gpu.json"
@@ -146,8 +166,17 @@ def main() -> int:
     say(f"torch {torch.__version__}, transformers {transformers.__version__}, {report['machine']['gpu']}")
     profile = load_profile("chandra-1").model_copy(update={"max_retries": 0})
     t0 = time.perf_counter()
-    engine = HFEngine(profile, checkpoint=a.model, device=a.device, dtype="bf16", batch_size=max(sizes),
-                      max_tokens=a.max_new_tokens, ignore_eos=True, random_weights=True, static_cache=a.static_cache)
+    engine = HFEngine(
+        profile,
+        checkpoint=a.model,
+        device=a.device,
+        dtype="bf16",
+        batch_size=max(sizes),
+        max_tokens=a.max_new_tokens,
+        ignore_eos=True,
+        random_weights=True,
+        static_cache=a.static_cache,
+    )
     report["settings"]["static_cache"] = a.static_cache
     report["load_s"] = round(time.perf_counter() - t0, 1)
     report["weights_gib"] = gib(torch.cuda.memory_allocated()) if torch.cuda.is_available() else None
@@ -180,7 +209,9 @@ def main() -> int:
                 fit = int(left // per_batch)
                 if fit < 1:
                     say(f"batch size {bs}: skipped, {left:.0f} s left and a batch takes ~{per_batch:.0f} s")
-                    report["results"][str(bs)] = {"skipped": f"time budget ({left:.0f} s left, ~{per_batch:.0f} s a batch)"}
+                    report["results"][str(bs)] = {
+                        "skipped": f"time budget ({left:.0f} s left, ~{per_batch:.0f} s a batch)"
+                    }
                     save()
                     continue
                 if fit < batches:

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def _is_gray_strided(a: np.ndarray, rows: int = 128) -> bool:
     """The gray test before: the channel views compared band by band."""
     for y in range(0, a.shape[0], rows):
-        band = a[y:y + rows]
+        band = a[y : y + rows]
         if not (np.array_equal(band[..., 0], band[..., 1]) and np.array_equal(band[..., 1], band[..., 2])):
             return False
     return True
@@ -48,11 +48,13 @@ def main() -> None:
 
     pdf = make_pdf(Path(tempfile.mkdtemp()) / "p.pdf", a.pages, seed=0)
     doc = pdfium.PdfDocument(str(pdf))
-    makers = {"default (ctypes buffer)": {}, "new_foreign packed": {
-        "bitmap_maker": functools.partial(pdfium.PdfBitmap.new_foreign, force_packed=True)}}
-    render = {k: 0.0 for k in makers}
+    makers = {
+        "default (ctypes buffer)": {},
+        "new_foreign packed": {"bitmap_maker": functools.partial(pdfium.PdfBitmap.new_foreign, force_packed=True)},
+    }
+    render = dict.fromkeys(makers, 0.0)
     deflate = {"zlib level 1": 0.0, "isal level 1": 0.0}
-    size = {k: 0 for k in deflate}
+    size = dict.fromkeys(deflate, 0)
     gray_test = {"strided channel views (before)": 0.0, "shifted bytes (ocrserve.png._is_gray)": 0.0}
     gray_pages = 0
     n = 0
@@ -62,7 +64,9 @@ def main() -> None:
             w, _h = page.get_size()
             for k, kw in makers.items():  # interleaved, so machine noise hits both alike
                 t = time.process_time()
-                px = page.render(scale=1632 / w, rev_byteorder=True, may_draw_forms=True, draw_annots=True, **kw).to_numpy()
+                px = page.render(
+                    scale=1632 / w, rev_byteorder=True, may_draw_forms=True, draw_annots=True, **kw
+                ).to_numpy()
                 render[k] += time.process_time() - t
             answers = set()
             for k, f in zip(gray_test, (_is_gray_strided, _is_gray)):
@@ -80,13 +84,19 @@ def main() -> None:
                 deflate[k] += time.process_time() - t
                 size[k] += len(c)
             n += 1
-    res = {"command": "python -m bench.png_render_micro " + " ".join(sys.argv[1:]), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-           "machine": f"{platform.processor() or platform.machine()}, python {platform.python_version()}, "
-                      f"pypdfium2 {pdfium.PYPDFIUM_INFO}, isal {__import__('isal').__version__}",
-           "pages": a.pages, "renders_each": n, "render_ms": {k: round(v / n * 1000, 2) for k, v in render.items()},
-           "deflate_ms": {k: round(v / n * 1000, 2) for k, v in deflate.items()},
-           "png_kib": {k: round(v / n / 1024, 1) for k, v in size.items()},
-           "gray_test_ms": {k: round(v / n * 1000, 2) for k, v in gray_test.items()}, "gray_pages": gray_pages}
+    res = {
+        "command": "python -m bench.png_render_micro " + " ".join(sys.argv[1:]),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "machine": f"{platform.processor() or platform.machine()}, python {platform.python_version()}, "
+        f"pypdfium2 {pdfium.PYPDFIUM_INFO}, isal {__import__('isal').__version__}",
+        "pages": a.pages,
+        "renders_each": n,
+        "render_ms": {k: round(v / n * 1000, 2) for k, v in render.items()},
+        "deflate_ms": {k: round(v / n * 1000, 2) for k, v in deflate.items()},
+        "png_kib": {k: round(v / n / 1024, 1) for k, v in size.items()},
+        "gray_test_ms": {k: round(v / n * 1000, 2) for k, v in gray_test.items()},
+        "gray_pages": gray_pages,
+    }
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "result.json").write_text(json.dumps(res, indent=1) + "\n")
     print(json.dumps(res, indent=1))

@@ -11,9 +11,23 @@ from ocrserve.render import render_html, render_json, render_markdown
 __version__ = "0.1.0"
 
 __all__ = [
-    "SCHEMA_VERSION", "Block", "Document", "Page", "Source", "Profile", "PROFILES", "load_profile",
-    "parse_output", "is_repetition_loop", "render_markdown", "render_html", "render_json", "convert",
-    "aconvert", "OcrserveError", "PageStatus",
+    "SCHEMA_VERSION",
+    "Block",
+    "Document",
+    "Page",
+    "Source",
+    "Profile",
+    "PROFILES",
+    "load_profile",
+    "parse_output",
+    "is_repetition_loop",
+    "render_markdown",
+    "render_html",
+    "render_json",
+    "convert",
+    "aconvert",
+    "OcrserveError",
+    "PageStatus",
 ]
 
 

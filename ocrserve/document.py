@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SCHEMA_VERSION = "1.1"  # 1.1: Page.truncated/looped, Block.origin, Document.metadata
 
+
 class PageStatus(StrEnum):
     """How a page was obtained: ok (its engine), fallback (rescued whole by the fallback), failed."""
 
@@ -46,8 +47,10 @@ class Block(BaseModel):
     figure: str | None = Field(None, description="path of the cropped figure, relative to the document folder")
     truncated: bool = Field(False, description="the block was cut off (unterminated in the model output)")
     origin: Literal["engine", "fallback"] = Field(
-        "engine", description="engine: written by the page's engine; fallback: filled in by the fallback engine "
-                              "where the model's answer (cut where it looped) gave nothing")
+        "engine",
+        description="engine: written by the page's engine; fallback: filled in by the fallback engine "
+        "where the model's answer (cut where it looped) gave nothing",
+    )
 
     @field_validator("label", "html", "markdown", "text", "figure", mode="before")
     @classmethod
@@ -81,11 +84,18 @@ class Page(BaseModel):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     timings: PageTimings = Field(default_factory=PageTimings)
-    error: str | None = Field(None, description="why the page failed, or why the model engine gave up before the fallback")
-    truncated: bool = Field(False, description="the model's answer reached max_tokens; it is kept as it is "
-                                               "(raise --max-tokens for longer pages)")
-    looped: bool = Field(False, description="the model still looped after its last retry: its text before the "
-                                            "loop is kept, the fallback filled in the rest (blocks with origin fallback)")
+    error: str | None = Field(
+        None, description="why the page failed, or why the model engine gave up before the fallback"
+    )
+    truncated: bool = Field(
+        False,
+        description="the model's answer reached max_tokens; it is kept as it is (raise --max-tokens for longer pages)",
+    )
+    looped: bool = Field(
+        False,
+        description="the model still looped after its last retry: its text before the "
+        "loop is kept, the fallback filled in the rest (blocks with origin fallback)",
+    )
     blocks: list[Block] = Field(default_factory=list)
     raw: str | None = Field(None, description="raw engine output (kept when asked for)")
 
@@ -104,8 +114,10 @@ class Source(BaseModel):
 
     path: str
     sha256: str | None = None
-    type: str = Field(description="pdf, png, jpeg, webp, tiff, bmp, gif; an Office file (read as the PDF LibreOffice "
-                      "makes of it): docx, xlsx, pptx, odt, ods, odp, rtf, html, doc, xls, ppt")
+    type: str = Field(
+        description="pdf, png, jpeg, webp, tiff, bmp, gif; an Office file (read as the PDF LibreOffice "
+        "makes of it): docx, xlsx, pptx, odt, ods, odp, rtf, html, doc, xls, ppt"
+    )
     page_count: int
 
 
@@ -127,14 +139,17 @@ class Summary(BaseModel):
     completion_tokens: int = 0
 
     @classmethod
-    def of(cls, pages: list["Page"]) -> "Summary":
+    def of(cls, pages: list[Page]) -> Summary:
         blocks = [b for p in pages for b in p.blocks]
         return cls(
-            pages=len(pages), pages_ok=sum(p.status == "ok" for p in pages),
+            pages=len(pages),
+            pages_ok=sum(p.status == "ok" for p in pages),
             pages_fallback=sum(p.status == "fallback" for p in pages),
             pages_failed=sum(p.status == "failed" for p in pages),
-            pages_truncated=sum(p.truncated for p in pages), pages_looped=sum(p.looped for p in pages),
-            blocks=len(blocks), blocks_fallback=sum(b.origin == "fallback" for b in blocks),
+            pages_truncated=sum(p.truncated for p in pages),
+            pages_looped=sum(p.looped for p in pages),
+            blocks=len(blocks),
+            blocks_fallback=sum(b.origin == "fallback" for b in blocks),
             images=sum(b.figure is not None for b in blocks),
             prompt_tokens=sum(p.prompt_tokens or 0 for p in pages),
             completion_tokens=sum(p.completion_tokens or 0 for p in pages),

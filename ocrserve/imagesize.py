@@ -29,15 +29,24 @@ class Budget:
     min_image_side: int = 1536
     max_pixels: int = 3072 * 2048
     min_pixels: int = 28 * 28
-    client_grid: int | None = None      # Chandra 2: 28 (sides on this grid before sending); Chandra 1: none
-    patch_multiple: int = 32            # the server's grid: patch size x spatial merge
+    client_grid: int | None = None  # Chandra 2: 28 (sides on this grid before sending); Chandra 1: none
+    patch_multiple: int = 32  # the server's grid: patch size x spatial merge
     server_min_pixels: int = 56 * 56
     server_max_pixels: int = 3072 * 2048
 
     @classmethod
-    def from_profile(cls, p) -> "Budget":
-        return cls(p.pdf_dpi, p.min_short_side, p.min_image_side, p.max_pixels, p.min_pixels, p.client_grid,
-                   p.patch_multiple, p.server_min_pixels, p.server_max_pixels)
+    def from_profile(cls, p) -> Budget:
+        return cls(
+            p.pdf_dpi,
+            p.min_short_side,
+            p.min_image_side,
+            p.max_pixels,
+            p.min_pixels,
+            p.client_grid,
+            p.patch_multiple,
+            p.server_min_pixels,
+            p.server_max_pixels,
+        )
 
 
 def pdf_scale(w: float, h: float, budget: Budget) -> float:

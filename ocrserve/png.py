@@ -31,7 +31,6 @@ def encode_png(img: Image.Image) -> bytes:
     return encode_pixels(np.asarray(img))
 
 
-
 def encode_pixels(a: np.ndarray) -> bytes:
     """8-bit pixels, (H, W) gray or (H, W, 3) RGB, as PNG, lossless.
 
@@ -48,8 +47,12 @@ def encode_pixels(a: np.ndarray) -> bytes:
     raw[:, 0] = 0  # the filter byte of each row: none
     raw[:, 1:] = a.reshape(h, -1)
     ihdr = w.to_bytes(4, "big") + h.to_bytes(4, "big") + bytes((8, color, 0, 0, 0))
-    return (b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", ihdr) + _png_chunk(b"IDAT", _deflate.compress(raw, 1))
-            + _png_chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _png_chunk(b"IHDR", ihdr)
+        + _png_chunk(b"IDAT", _deflate.compress(raw, 1))
+        + _png_chunk(b"IEND", b"")
+    )
 
 
 def _is_gray(a: np.ndarray, rows: int = 128) -> bool:
@@ -61,7 +64,7 @@ def _is_gray(a: np.ndarray, rows: int = 128) -> bool:
     h, w = a.shape[:2]
     out = np.empty((min(rows, h), 3 * w - 1), dtype=bool)
     for y in range(0, h, rows):
-        band = a[y:y + rows].reshape(-1, 3 * w)  # a view where the rows are packed, else a copy of the band
+        band = a[y : y + rows].reshape(-1, 3 * w)  # a view where the rows are packed, else a copy of the band
         o = out[: band.shape[0]]
         np.not_equal(band[:, 1:], band[:, :-1], out=o)
         o[:, 2::3] = False
@@ -90,9 +93,9 @@ def _own_pixels(png: bytes) -> np.ndarray | None:
         return None
     pos, ihdr, idat = 8, None, []
     while pos + 8 <= len(png):
-        n = int.from_bytes(png[pos:pos + 4], "big")
-        kind = png[pos + 4:pos + 8]
-        data = png[pos + 8:pos + 8 + n]
+        n = int.from_bytes(png[pos : pos + 4], "big")
+        kind = png[pos + 4 : pos + 8]
+        data = png[pos + 8 : pos + 8 + n]
         pos += 12 + n
         if kind == b"IHDR":
             ihdr = data

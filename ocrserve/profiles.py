@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from ocrserve.labels import CHANDRA1_ATTRS, CHANDRA1_LABELS, CHANDRA1_TAGS, CHANDRA2_LABELS  # noqa: F401
+from ocrserve.labels import CHANDRA1_ATTRS, CHANDRA1_LABELS, CHANDRA1_TAGS, CHANDRA2_LABELS
 
 
 class Sampling(BaseModel):
@@ -57,7 +57,8 @@ class Profile(BaseModel):
     sampling: Sampling = Field(default_factory=Sampling)
     retry_sampling: Sampling = Field(default_factory=lambda: Sampling(temperature=0.3, top_p=0.95))
     retry_temperature_step: float = Field(
-        0.0, description="retry n (from 1) samples at min(step * n, retry_temperature_max); 0: retry_sampling's")
+        0.0, description="retry n (from 1) samples at min(step * n, retry_temperature_max); 0: retry_sampling's"
+    )
     retry_temperature_max: float = 0.8
     max_retries: int = 6
     # architecture figures for memory planning and FLOPs estimates (decoder + vision tower)
@@ -123,7 +124,7 @@ PROFILES: dict[str, Profile] = {
         labels=list(CHANDRA2_LABELS),
         min_pixels=1792 * 28,
         client_grid=28,
-        server_min_pixels=3136,          # upstream's launcher: --mm-processor-kwargs min_pixels/max_pixels
+        server_min_pixels=3136,  # upstream's launcher: --mm-processor-kwargs min_pixels/max_pixels
         server_max_pixels=6291456,
         retry_sampling=Sampling(temperature=0.2, top_p=0.95),
         retry_temperature_step=0.2,
@@ -136,8 +137,7 @@ PROFILES: dict[str, Profile] = {
         head_dim=256,
         vision_params_b=0.4,
         # what chandra-ocr 0.2.0's launcher (chandra/scripts/vllm.py) passes that can change the output
-        server_args=["--dtype", "bfloat16",
-                     "--mm-processor-kwargs", '{"min_pixels":3136,"max_pixels":6291456}'],
+        server_args=["--dtype", "bfloat16", "--mm-processor-kwargs", '{"min_pixels":3136,"max_pixels":6291456}'],
     ),
 }
 
@@ -188,4 +188,3 @@ def served_profile(card: dict, read_config: bool = True) -> Profile | None:
                 if model_type and model_type == prof.architecture:
                     return prof
     return None
-

@@ -46,15 +46,53 @@ MAX_DEPTH = 48  # element nesting kept below a block; deeper markup is flattened
 
 # content of these is dropped with the tag; other disallowed tags are unwrapped (text kept)
 DROP_WITH_CONTENT = {
-    "script", "style", "iframe", "object", "embed", "noscript", "template", "svg", "frame",
-    "frameset", "applet", "link", "meta", "base", "head", "title", "textarea", "select", "button",
-    "form", "video", "audio", "source", "canvas", "picture", "portal", "param", "track", "dialog",
+    "script",
+    "style",
+    "iframe",
+    "object",
+    "embed",
+    "noscript",
+    "template",
+    "svg",
+    "frame",
+    "frameset",
+    "applet",
+    "link",
+    "meta",
+    "base",
+    "head",
+    "title",
+    "textarea",
+    "select",
+    "button",
+    "form",
+    "video",
+    "audio",
+    "source",
+    "canvas",
+    "picture",
+    "portal",
+    "param",
+    "track",
+    "dialog",
 }
 URL_ATTRS = {"href", "src", "action", "formaction", "xlink:href", "background", "poster", "srcset"}
 SAFE_SCHEMES = ("http:", "https:", "mailto:")
 VOID_TAGS = {"br", "hr", "img", "input"}
 _URL_STRIP = re.compile(r"[\x00-\x20\x7f\u00a0\u1680\u2000-\u200f\u2028\u2029\u202f\u205f\u3000\ufeff]+")
-_STYLE_BAD = ("expression", "url(", "javascript", "vbscript", "@import", "behavior", "\\", "-moz-binding", "<", "image(", "image-set")
+_STYLE_BAD = (
+    "expression",
+    "url(",
+    "javascript",
+    "vbscript",
+    "@import",
+    "behavior",
+    "\\",
+    "-moz-binding",
+    "<",
+    "image(",
+    "image-set",
+)
 
 
 @dataclass
@@ -150,7 +188,9 @@ def _limit_depth(root: LexborNode, max_depth: int) -> None:
         node.replace_with(_WS.sub(" ", text))
 
 
-def sanitize_node(root: LexborNode, allowed_tags: set[str], allowed_attrs: set[str], *, max_depth: int = MAX_DEPTH) -> None:
+def sanitize_node(
+    root: LexborNode, allowed_tags: set[str], allowed_attrs: set[str], *, max_depth: int = MAX_DEPTH
+) -> None:
     """Remove, in place, every tag and attribute below `root` that the whitelist does not allow."""
     allowed_tags = {t.lower() for t in allowed_tags} - DROP_WITH_CONTENT
     allowed_attrs = {a.lower() for a in allowed_attrs}
@@ -181,8 +221,23 @@ def parse_fragment(html: str) -> LexborHTMLParser:
 
 
 _RAW_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9]*)\b[^<>]*?(/?)>")
-_RAW_VOID = {"br", "hr", "img", "input", "meta", "link", "area", "base", "col", "embed", "param", "source",
-             "track", "wbr", "keygen"}
+_RAW_VOID = {
+    "br",
+    "hr",
+    "img",
+    "input",
+    "meta",
+    "link",
+    "area",
+    "base",
+    "col",
+    "embed",
+    "param",
+    "source",
+    "track",
+    "wbr",
+    "keygen",
+}
 MAX_RAW_DEPTH = 400
 
 
@@ -203,7 +258,7 @@ def limit_raw_nesting(html: str, max_depth: int = MAX_RAW_DEPTH) -> str:
             continue
         if not closing:
             if len(stack) >= max_depth:
-                out.append(html[pos:m.start()])
+                out.append(html[pos : m.start()])
                 pos = m.end()
                 changed = True
                 if name == "div" and ("data-label" in m.group(0) or "data-bbox" in m.group(0)):
@@ -215,7 +270,7 @@ def limit_raw_nesting(html: str, max_depth: int = MAX_RAW_DEPTH) -> str:
             else:
                 stack.append(name)
         elif excess:
-            out.append(html[pos:m.start()])
+            out.append(html[pos : m.start()])
             pos = m.end()
             excess -= 1
             changed = True

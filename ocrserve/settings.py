@@ -94,8 +94,9 @@ class Settings(BaseSettings):
     # headers (browsers allow only same-origin pages, like the viewer)
     cors_origins: str = ""
 
-    @field_validator("api_keys_file", "server", "api_key", "served_model", "engine", "mp_start", "ray_child_start",
-                     mode="before")
+    @field_validator(
+        "api_keys_file", "server", "api_key", "served_model", "engine", "mp_start", "ray_child_start", mode="before"
+    )
     @classmethod
     def _empty_is_unset(cls, v):
         # OCRSERVE_API_KEYS_FILE= (set but empty) means "no file", not the current folder

@@ -11,7 +11,6 @@ import pytest
 
 from ocrserve import SCHEMA_VERSION, Document, parse_output, render_json
 from ocrserve.document import PageTimings, json_schema, write_json_schema
-
 from tests.support.corpus_util import corpus_files, doc_of, profile_for
 
 SCHEMA_FILE = Path(__file__).parent.parent / "ocrserve" / "schemas" / "document.schema.json"

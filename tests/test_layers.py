@@ -9,11 +9,23 @@ from pathlib import Path
 PKG = Path(__file__).resolve().parents[1] / "ocrserve"
 
 LAYERS: list[set[str]] = [
-    {"settings", "profiles", "labels", "sanitize", "document", "schemas", "prompts", "samples", "png", "imagesize", "errors"},
-    {"render"},               # Document -> Markdown/HTML; also the block renderer parse uses
-    {"parse", "ingest"},      # raw model HTML -> blocks; inputs -> page images
-    {"engines"},              # pages -> raw model HTML
-    {"pipeline", "export"},   # schedules ingest -> engines -> parse -> render -> files; the searchable PDF
+    {
+        "settings",
+        "profiles",
+        "labels",
+        "sanitize",
+        "document",
+        "schemas",
+        "prompts",
+        "samples",
+        "png",
+        "imagesize",
+        "errors",
+    },
+    {"render"},  # Document -> Markdown/HTML; also the block renderer parse uses
+    {"parse", "ingest"},  # raw model HTML -> blocks; inputs -> page images
+    {"engines"},  # pages -> raw model HTML
+    {"pipeline", "export"},  # schedules ingest -> engines -> parse -> render -> files; the searchable PDF
     {"api", "vllm", "bench", "eval", "mcp"},
     {"cli", "__init__", "__main__"},
 ]
@@ -55,8 +67,10 @@ def test_no_import_runs_up_a_layer_and_no_relative_imports():
             if target.startswith("."):
                 bad.append(f"{path.relative_to(PKG.parent)}:{line}: relative import {target}")
             elif target != "ocrserve" and layer_of(target) > layer_of(me):
-                bad.append(f"{path.relative_to(PKG.parent)}:{line}: {me} (layer {layer_of(me)}) imports "
-                           f"{target} (layer {layer_of(target)})")
+                bad.append(
+                    f"{path.relative_to(PKG.parent)}:{line}: {me} (layer {layer_of(me)}) imports "
+                    f"{target} (layer {layer_of(target)})"
+                )
     assert not bad, "\n".join(bad)
 
 
@@ -67,6 +81,9 @@ def test_the_checker_sees_an_upward_import(tmp_path):
 
 
 def test_no_module_over_400_lines():
-    long = {str(p.relative_to(PKG.parent)): n for p in PKG.rglob("*.py")
-            if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400}
+    long = {
+        str(p.relative_to(PKG.parent)): n
+        for p in PKG.rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400
+    }
     assert not long, long

@@ -13,14 +13,20 @@ if TYPE_CHECKING:  # fastapi is the `api` extra: import it only when the service
 log = logging.getLogger(__name__)
 
 
-def create_app(settings: "Settings | None" = None, engine: Any = None) -> "FastAPI":
+def create_app(settings: Settings | None = None, engine: Any = None) -> FastAPI:
     from ocrserve.api.app import create_app as _create_app
 
     return _create_app(settings, engine)
 
 
-def run_api(settings: "Settings | None" = None, host: str = "127.0.0.1", port: int = 8080,
-            server_url: str | None = None, engine: Any = None, log_level: str = "info") -> None:
+def run_api(
+    settings: Settings | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    server_url: str | None = None,
+    engine: Any = None,
+    log_level: str = "info",
+) -> None:
     """Serve the API until stopped. With server_url, the openai engine talks to that server (vLLM)."""
     import uvicorn
 

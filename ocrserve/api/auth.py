@@ -12,8 +12,8 @@ import logging
 from pathlib import Path
 
 from ocrserve.api.errors import Unauthorized
-from ocrserve.settings import Settings
 from ocrserve.errors import OcrserveError
+from ocrserve.settings import Settings
 
 log = logging.getLogger(__name__)
 

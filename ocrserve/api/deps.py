@@ -28,8 +28,8 @@ class Context:
     metrics: Metrics
     limiter: KeyLimiter
     uploads: Path  # sync requests' upload folders
-    service: "Service" = field(default=None)  # type: ignore[assignment]  # set by the lifespan
-    worker: "JobWorker" = field(default=None)  # type: ignore[assignment]
+    service: Service = field(default=None)  # type: ignore[assignment]  # set by the lifespan
+    worker: JobWorker = field(default=None)  # type: ignore[assignment]
 
 
 def context(request: Request) -> Context:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ocrserve.errors import OcrserveError
 
+
 class ServiceError(OcrserveError):
     code = "error"
     reason: str | None = None
@@ -21,31 +22,37 @@ class ServiceError(OcrserveError):
 
 class BadInput(ServiceError):
     """The request is malformed: a body that cannot be read, a bad parameter."""
+
     code, reason = "bad_input", "bad_input"
 
 
 class Unsupported(ServiceError):
     """The request's body is not of a type the endpoint takes."""
+
     code, reason = "unsupported", "bad_input"
 
 
 class BadDocument(ServiceError):
     """The upload was read, but the document cannot be converted (not a document, empty, encrypted...)."""
+
     code, reason = "bad_document", "bad_input"
 
 
 class TooLarge(ServiceError):
     """The upload is over the size limit."""
+
     code, reason = "too_large", "too_large"
 
 
 class TooManyPages(ServiceError):
     """The upload selects more pages than one request may convert."""
+
     code, reason = "too_many_pages", "too_large"
 
 
 class SlowUpload(ServiceError):
     """The body did not arrive within the upload deadline."""
+
     code, reason = "slow_upload", "slow_upload"
 
 
@@ -62,11 +69,13 @@ class NotFound(ServiceError):
 
 class Conflict(ServiceError):
     """The resource is not in a state for this (a job's result while it still runs)."""
+
     code = "conflict"
 
 
 class Busy(ServiceError):
     """Refused for now (a key's concurrency, the job queue): retry after `retry_after` seconds."""
+
     code, reason = "busy", "too_many"
 
     def __init__(self, detail: str, retry_after: int) -> None:

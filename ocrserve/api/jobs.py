@@ -139,11 +139,19 @@ class JobStore:
 
     def progress(self, job_id: str, pages_done: int, pages_failed: int) -> None:
         with self._lock:
-            self._db.execute("UPDATE jobs SET pages_done=?, pages_failed=? WHERE id=? AND status='running'",
-                             (pages_done, pages_failed, job_id))
+            self._db.execute(
+                "UPDATE jobs SET pages_done=?, pages_failed=? WHERE id=? AND status='running'",
+                (pages_done, pages_failed, job_id),
+            )
 
-    def finish(self, job_id: str, status: JobStatus, error: str | None = None, pages_done: int | None = None,
-               pages_failed: int | None = None) -> bool:
+    def finish(
+        self,
+        job_id: str,
+        status: JobStatus,
+        error: str | None = None,
+        pages_done: int | None = None,
+        pages_failed: int | None = None,
+    ) -> bool:
         """Mark the job finished; False when it is gone (deleted meanwhile)."""
         with self._lock:
             cur = self._db.execute(
@@ -159,8 +167,7 @@ class JobStore:
 
     def requeue(self, job_id: str) -> None:
         with self._lock:
-            self._db.execute("UPDATE jobs SET status='queued', started=NULL WHERE id=? AND status='running'",
-                             (job_id,))
+            self._db.execute("UPDATE jobs SET status='queued', started=NULL WHERE id=? AND status='running'", (job_id,))
 
     def recover(self) -> int:
         """Jobs left running by a stopped service go back to the queue; returns how many."""
@@ -184,10 +191,14 @@ class JobStore:
         total = 0
         while True:
             with self._lock:
-                ids = [r[0] for r in self._db.execute(
-                    "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE status IN ('done', 'failed') "
-                    "AND finished IS NOT NULL AND finished <= ? LIMIT ?) RETURNING id", (cutoff, batch),
-                ).fetchall()]
+                ids = [
+                    r[0]
+                    for r in self._db.execute(
+                        "DELETE FROM jobs WHERE id IN (SELECT id FROM jobs WHERE status IN ('done', 'failed') "
+                        "AND finished IS NOT NULL AND finished <= ? LIMIT ?) RETURNING id",
+                        (cutoff, batch),
+                    ).fetchall()
+                ]
             for job_id in ids:
                 shutil.rmtree(self.job_dir(job_id), ignore_errors=True)
             total += len(ids)
@@ -216,8 +227,12 @@ class JobStore:
         return orphans, inputs
 
     def _expired(self, row: sqlite3.Row) -> bool:
-        return (self.ttl_s > 0 and row["status"] in FINISHED and row["finished"] is not None
-                and row["finished"] <= time.time() - self.ttl_s)
+        return (
+            self.ttl_s > 0
+            and row["status"] in FINISHED
+            and row["finished"] is not None
+            and row["finished"] <= time.time() - self.ttl_s
+        )
 
     # ---------------------------------------------------------------- reads
     def get(self, job_id: str, key: str | None = None) -> Job | None:

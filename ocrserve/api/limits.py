@@ -18,8 +18,9 @@ class KeyLimiter:
 
     def acquire(self, key: str) -> None:
         if self.active[key] >= self.limit:
-            raise Busy(f"too many conversions running for this key ({self.limit} at once); retry later",
-                       self.retry_after)
+            raise Busy(
+                f"too many conversions running for this key ({self.limit} at once); retry later", self.retry_after
+            )
         self.active[key] += 1
 
     def release(self, key: str) -> None:
@@ -49,9 +50,17 @@ class BodyLimit:
             self.on_reject()
         err = too_large(self.limit)
         body = json.dumps({"detail": err.detail, "code": err.code}).encode()
-        await send({"type": "http.response.start", "status": 413, "headers": [
-            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-            (b"connection", b"close")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
     async def __call__(self, scope, receive, send):

@@ -14,7 +14,7 @@ _JSON = b"application/json"
 
 
 def _is_json(headers: list[tuple[bytes, bytes]]) -> bool:
-    found = dict((k.lower(), v) for k, v in headers)
+    found = {k.lower(): v for k, v in headers}
     kind = found.get(b"content-type", b"").split(b";", 1)[0].strip().lower()
     return kind == _JSON and b"content-encoding" not in found
 

@@ -44,7 +44,7 @@ class Sweeper:
         """Remove the expired jobs now; returns how many. A failure is logged, never raised."""
         try:
             n = await asyncio.to_thread(self.store.expire)
-        except Exception:  # noqa: BLE001 - the next sweep tries again
+        except Exception:
             log.exception("sweeping expired jobs")
             return 0
         if self.metrics is not None:

@@ -12,10 +12,15 @@ import asyncio
 import logging
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from ocrserve.api.errors import BadDocument, BadInput, TooManyPages, shorten
+from ocrserve.api.images import PageImages
+from ocrserve.api.metrics import Metrics
+from ocrserve.api.tap import ConversionTap, Sink
 from ocrserve.engines import Engine, create_fallback
 from ocrserve.ingest.pool import ResilientPool, WorkerCrash, default_task_timeout, default_workers
 from ocrserve.ingest.raster import DocumentError, SourceInfo, open_source
@@ -23,10 +28,6 @@ from ocrserve.ingest.sources import PageSelection, parse_page_ranges
 from ocrserve.pipeline.local import Converter, DocResult
 from ocrserve.profiles import Profile, load_profile
 from ocrserve.settings import Settings
-from ocrserve.api.errors import BadDocument, BadInput, TooManyPages, shorten
-from ocrserve.api.images import PageImages
-from ocrserve.api.metrics import Metrics
-from ocrserve.api.tap import ConversionTap, Sink
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ class Checked:
     path: Path
     filename: str
     info: SourceInfo | None
-    pages: str | None       # the selection as a short spec ('1-3,7'), None: every page
+    pages: str | None  # the selection as a short spec ('1-3,7'), None: every page
     selected: int
     password: str | None = None
 
@@ -95,8 +96,11 @@ class Service:
         self.settings = settings
         self.engine = engine
         self.profile = profile or getattr(engine, "profile", None) or load_profile(settings.model)
-        self.pool = ResilientPool(default_workers(settings.render_workers, cap=8), start_method=settings.mp_start,
-                                  task_timeout=default_task_timeout(settings))
+        self.pool = ResilientPool(
+            default_workers(settings.render_workers, cap=8),
+            start_method=settings.mp_start,
+            task_timeout=default_task_timeout(settings),
+        )
         self.images = PageImages(settings.api_page_cache_bytes)
         self.metrics: Metrics  # set by the app
         self._lite: Engine | None = None  # the fallback engine, made on first use
@@ -125,8 +129,9 @@ class Service:
             except ValueError as e:
                 raise BadInput(shorten(str(e), 300)) from None
         try:
-            info: SourceInfo = await self.pool.run(open_source, str(path), password or None,
-                                                   self.settings.max_image_pixels)
+            info: SourceInfo = await self.pool.run(
+                open_source, str(path), password or None, self.settings.max_image_pixels
+            )
         except (DocumentError, WorkerCrash) as e:
             msg = str(e)
             msg = msg.replace("(--password)", f"({PASSWORD_HINT})").replace("--password", "the 'password' field")
@@ -137,13 +142,26 @@ class Service:
             raise BadDocument(f"{filename}: pages={pages[:80]} selects none of its {info.page_count} pages")
         if selected > self.settings.max_pages:
             raise TooManyPages(f"{filename}: {selected} pages to convert; the limit is {self.settings.max_pages}")
-        return Checked(path=path, filename=filename, info=info, selected=selected, password=password or None,
-                       pages=None if indices is None else page_spec(indices))
+        return Checked(
+            path=path,
+            filename=filename,
+            info=info,
+            selected=selected,
+            password=password or None,
+            pages=None if indices is None else page_spec(indices),
+        )
 
     # ------------------------------------------------------------------ converting
-    async def convert(self, checked: Checked, *, sink: Sink | None = None, stream: bool = False, owner: str = "",
-                      on_page: Callable[[int, str, Any], None] | None = None,
-                      known_pages: dict[int, Any] | None = None) -> tuple[DocResult, bool]:
+    async def convert(
+        self,
+        checked: Checked,
+        *,
+        sink: Sink | None = None,
+        stream: bool = False,
+        owner: str = "",
+        on_page: Callable[[int, str, Any], None] | None = None,
+        known_pages: dict[int, Any] | None = None,
+    ) -> tuple[DocResult, bool]:
         """Run the pipeline on one checked upload. Returns (result, interrupted). on_page(index, status,
         page) follows each page; known_pages (index -> Page, from an interrupted run of the same upload)
         are used as they are, not converted again. owner: who may fetch the page images (a key's id)."""
@@ -154,23 +172,36 @@ class Service:
 
         def on_event(kind: str, data: dict[str, Any]) -> None:
             if kind == "page_done":
-                tap.page_done(data["index"], data["status"], data.get("error"), data.get("page"),
-                              bool(data.get("resumed")))
+                tap.page_done(
+                    data["index"], data["status"], data.get("error"), data.get("page"), bool(data.get("resumed"))
+                )
                 if on_page:
                     on_page(data["index"], data["status"], data.get("page"))
 
-        conv = Converter(engine=tap.engine(self.engine), model=self.profile, settings=self.settings,
-                         pages=checked.pages, password=checked.password, pool=self.pool, figures=False,
-                         on_event=on_event, fallback_engine=fallback,
-                         known_pages=(lambda name, sha: known_pages) if known_pages else None)
+        conv = Converter(
+            engine=tap.engine(self.engine),
+            model=self.profile,
+            settings=self.settings,
+            pages=checked.pages,
+            password=checked.password,
+            pool=self.pool,
+            figures=False,
+            on_event=on_event,
+            fallback_engine=fallback,
+            known_pages=(lambda name, sha: known_pages) if known_pages else None,
+        )
         try:
             summary = await conv.run([checked.path])
         finally:
             tap.close()  # before any await: runs under a cancellation too
             await conv.aclose()
         if not summary.results:
-            result = DocResult(name=checked.filename, path=checked.filename, status="failed",
-                               error="interrupted" if summary.interrupted else "no result")
+            result = DocResult(
+                name=checked.filename,
+                path=checked.filename,
+                status="failed",
+                error="interrupted" if summary.interrupted else "no result",
+            )
         else:
             result = summary.results[0]
         result.path = checked.filename

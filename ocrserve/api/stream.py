@@ -22,10 +22,10 @@ class BlockSplitter:
     """Splits a streamed answer into top-level blocks. Text outside any div is dropped."""
 
     def __init__(self) -> None:
-        self._buf = ""          # text not yet scanned to a decision
-        self._block = ""        # the open top-level block so far
+        self._buf = ""  # text not yet scanned to a decision
+        self._block = ""  # the open top-level block so far
         self._depth = 0
-        self.text = ""          # everything fed
+        self.text = ""  # everything fed
 
     def feed(self, text: str) -> list[str]:
         """Add streamed text; return the blocks (outer HTML) that closed with it, in order."""
@@ -39,14 +39,14 @@ class BlockSplitter:
                 break
             closing = bool(m.group(1))
             if self._depth == 0:
-                if closing:          # a stray close tag outside a block: skip it
+                if closing:  # a stray close tag outside a block: skip it
                     pos = m.end()
                     continue
-                self._block = ""     # text before the block is outside any div
+                self._block = ""  # text before the block is outside any div
                 self._depth = 1
                 self._block = m.group(0)
             else:
-                self._block += self._buf[pos:m.end()]
+                self._block += self._buf[pos : m.end()]
                 self._depth += -1 if closing else 1
                 if self._depth == 0:
                     out.append(self._block)
@@ -69,8 +69,15 @@ class BlockSplitter:
         return (self._block + self._buf) if self._depth > 0 else ""
 
 
-def parse_block(html: str, profile: Profile | str | None, page_size: tuple[float, float], *, page_index: int,
-                block_index: int, unit: str = "pt") -> list[Block]:
+def parse_block(
+    html: str,
+    profile: Profile | str | None,
+    page_size: tuple[float, float],
+    *,
+    page_index: int,
+    block_index: int,
+    unit: str = "pt",
+) -> list[Block]:
     """One closed block's HTML -> its Block(s) in page coordinates, numbered from block_index."""
     page = parse_output(html, profile, page_size, index=page_index, unit=unit, truncated=False)
     blocks = []

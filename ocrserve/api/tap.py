@@ -18,10 +18,11 @@ that went away): `ocrserve_pages_total` and `ocrserve_page_latency_seconds_count
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from ocrserve.engines import Engine, EngineResult, PageInput
 from ocrserve.api.stream import BlockSplitter, parse_block
+from ocrserve.engines import Engine, EngineResult, PageInput
 
 if TYPE_CHECKING:
     from ocrserve.api.images import PageImages
@@ -32,24 +33,24 @@ Sink = Callable[[str, dict[str, Any]], None]
 
 
 class ConversionTap:
-    def __init__(self, metrics: "Metrics", images: "PageImages", sink: Sink | None = None, stream: bool = False,
-                 owner: str = "") -> None:
+    def __init__(
+        self, metrics: Metrics, images: PageImages, sink: Sink | None = None, stream: bool = False, owner: str = ""
+    ) -> None:
         self.metrics, self.images, self.owner = metrics, images, owner
         self.sink = sink
         self.stream = stream and sink is not None
-        self.fed: dict[int, bool] = {}      # page -> streamed text sent since its last reset
-        self.exact: dict[int, bool] = {}    # page -> what was streamed is exactly the final answer
+        self.fed: dict[int, bool] = {}  # page -> streamed text sent since its last reset
+        self.exact: dict[int, bool] = {}  # page -> what was streamed is exactly the final answer
         self.latency: dict[int, float] = {}  # page -> engine time, until the page is counted
 
     def send(self, kind: str, data: dict[str, Any]) -> None:
         if self.sink is not None:
             self.sink(kind, data)
 
-    def engine(self, inner: Engine, *, rescue: bool = False) -> "TapEngine":
+    def engine(self, inner: Engine, *, rescue: bool = False) -> TapEngine:
         return TapEngine(inner, self, rescue=rescue)
 
-    def page_done(self, index: int, status: str, error: str | None, page: "Page | None",
-                  resumed: bool = False) -> None:
+    def page_done(self, index: int, status: str, error: str | None, page: Page | None, resumed: bool = False) -> None:
         """A page the pipeline finished (resumed: kept from an interrupted run, not converted now)."""
         m = self.metrics
         if not resumed:
@@ -97,10 +98,18 @@ class TapEngine(Engine):
         if tap.sink is not None and not self.rescue:
             token = tap.images.put(page.png_bytes(), tap.owner) if tap.stream else None
             w, h = page.image_size or (None, None)
-            tap.send("page_started", {
-                "page": i, "width": page.width, "height": page.height, "unit": page.unit,
-                "image_width": w, "image_height": h, "image": f"/v1/pages/{token}.png" if token else None,
-            })
+            tap.send(
+                "page_started",
+                {
+                    "page": i,
+                    "width": page.width,
+                    "height": page.height,
+                    "unit": page.unit,
+                    "image_width": w,
+                    "image_height": h,
+                    "image": f"/v1/pages/{token}.png" if token else None,
+                },
+            )
         splitter = BlockSplitter()
         count = 0
         t0 = time.perf_counter()

@@ -16,10 +16,10 @@ import os
 import shutil
 from pathlib import Path
 
-from ocrserve.document import Document, Page
-from ocrserve.render import render_json
 from ocrserve.api.jobs import JobStore
 from ocrserve.api.service import Checked, Service
+from ocrserve.document import Document, Page
+from ocrserve.render import render_json
 
 log = logging.getLogger(__name__)
 
@@ -84,8 +84,10 @@ class JobWorker:
 
         pages_dir = self.store.pages_dir(job_id)
         # pages are reused only by the same model and engine
-        run = {"model": getattr(getattr(self.service, "profile", None), "name", None),
-               "engine": getattr(getattr(self.service, "engine", None), "name", None)}
+        run = {
+            "model": getattr(getattr(self.service, "profile", None), "name", None),
+            "engine": getattr(getattr(self.service, "engine", None), "name", None),
+        }
         known = await asyncio.to_thread(_load_pages, pages_dir, run)
         if known:
             log.info("job %s: %d page(s) kept from an interrupted run", job_id, len(known))
@@ -104,15 +106,22 @@ class JobWorker:
 
         path = Path(job["input_path"])
         password = await asyncio.to_thread(load_password, path.parent)
-        checked = Checked(path=path, filename=job["filename"], info=None, pages=job["pages"],
-                          selected=job["pages_total"], password=password)
+        checked = Checked(
+            path=path,
+            filename=job["filename"],
+            info=None,
+            pages=job["pages"],
+            selected=job["pages_total"],
+            password=password,
+        )
         try:
-            result, interrupted = await self.service.convert(checked, on_page=on_page, known_pages=known,
-                                                             owner=job["key"])
+            result, interrupted = await self.service.convert(
+                checked, on_page=on_page, known_pages=known, owner=job["key"]
+            )
         except asyncio.CancelledError:
             interrupted = True
             result = None
-        except Exception as e:  # noqa: BLE001 - a bug fails the job, never the worker
+        except Exception as e:
             log.exception("job %s", job_id)
             self.service.metrics.failures.labels(kind="internal").inc()
             await self._finish(job_id, "failed", error=f"internal error: {e!r}")
@@ -134,8 +143,13 @@ class JobWorker:
         except OSError as e:
             await self._finish(job_id, "failed", error=f"cannot write the result: {e}")
             return
-        await self._finish(job_id, "done", error=result.error, pages_done=len(doc.pages),
-                           pages_failed=sum(p.status == "failed" for p in doc.pages))
+        await self._finish(
+            job_id,
+            "done",
+            error=result.error,
+            pages_done=len(doc.pages),
+            pages_failed=sum(p.status == "failed" for p in doc.pages),
+        )
 
     async def _finish(self, job_id: str, status: str, **kw) -> None:
         """Record the job's end; its input goes (the result is what is kept). If this is interrupted

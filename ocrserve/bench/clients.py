@@ -25,7 +25,6 @@ from ocrserve.engines import chat
 from ocrserve.profiles import Profile
 
 
-
 @dataclass
 class ModeResult:
     mode: str
@@ -41,20 +40,27 @@ class ModeResult:
 
     def row(self) -> dict[str, Any]:
         return {
-            "mode": self.mode, "pages": self.pages, "failed": self.failed, "wall_s": round(self.wall_s, 2),
+            "mode": self.mode,
+            "pages": self.pages,
+            "failed": self.failed,
+            "wall_s": round(self.wall_s, 2),
             "pages_per_s": round(self.pages / self.wall_s, 3) if self.wall_s else None,
             "prompt_tokens_per_s": round(self.prompt_tokens / self.wall_s, 1) if self.wall_s else None,
             "output_tokens_per_s": round(self.completion_tokens / self.wall_s, 1) if self.wall_s else None,
-            "latency_p50_s": pct(self.latencies, 50), "latency_p95_s": pct(self.latencies, 95),
+            "latency_p50_s": pct(self.latencies, 50),
+            "latency_p95_s": pct(self.latencies, 95),
             "latency_p99_s": pct(self.latencies, 99),
             "client_cpu_s_per_page": round(self.cpu_s / self.pages, 4) if self.pages else None,
-            "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
             **{k: v for k, v in self.sampler.items() if k != "queue_series"},
-            "queue_series": self.sampler.get("queue_series"), "notes": self.notes,
+            "queue_series": self.sampler.get("queue_series"),
+            "notes": self.notes,
         }
 
 
 # ------------------------------------------------------------------------------------ clients
+
 
 def _root(server: str) -> str:
     from ocrserve.engines.openai import normalize_base_url
@@ -76,19 +82,44 @@ def _auth(api_key: str | None) -> dict[str, str]:
 
 def _body(model: str, profile: Profile, png: bytes, max_tokens: int, ignore_eos: bool, stream: bool = False) -> dict:
     """The engines' Chandra request (engines/chat.py), byte for byte what the openai engine sends."""
-    return chat.body(model, chat.data_url(png, "image/png"), profile.prompt, profile.sampling, max_tokens,
-                     stream=stream, ignore_eos=ignore_eos)
+    return chat.body(
+        model,
+        chat.data_url(png, "image/png"),
+        profile.prompt,
+        profile.sampling,
+        max_tokens,
+        stream=stream,
+        ignore_eos=ignore_eos,
+    )
 
 
-async def run_pipeline(files: list[Path], server: str, profile: Profile, *, concurrency: int, max_tokens: int,
-                       ignore_eos: bool, api_key: str | None, out_dir: Path) -> ModeResult:
+async def run_pipeline(
+    files: list[Path],
+    server: str,
+    profile: Profile,
+    *,
+    concurrency: int,
+    max_tokens: int,
+    ignore_eos: bool,
+    api_key: str | None,
+    out_dir: Path,
+) -> ModeResult:
     from ocrserve.pipeline.local import Converter
 
     res = ModeResult("pipeline")
     cpu0 = client_cpu_s()
-    conv = Converter(engine="openai", model=profile, output_dir=out_dir, force=True, fallback=False,
-                     server=server, api_key=api_key, concurrency=concurrency, max_tokens=max_tokens,
-                     ignore_eos=ignore_eos)
+    conv = Converter(
+        engine="openai",
+        model=profile,
+        output_dir=out_dir,
+        force=True,
+        fallback=False,
+        server=server,
+        api_key=api_key,
+        concurrency=concurrency,
+        max_tokens=max_tokens,
+        ignore_eos=ignore_eos,
+    )
     t0 = time.perf_counter()
     try:
         summary = await conv.run([str(f) for f in files])
@@ -143,15 +174,27 @@ def _page_list(files: list[Path]) -> list[tuple[str, int]]:
     return out
 
 
-def run_plain(files: list[Path], server: str, profile: Profile, *, batch: int, max_tokens: int, ignore_eos: bool,
-              api_key: str | None, max_pages: int | None = None) -> ModeResult:
+def run_plain(
+    files: list[Path],
+    server: str,
+    profile: Profile,
+    *,
+    batch: int,
+    max_tokens: int,
+    ignore_eos: bool,
+    api_key: str | None,
+    max_pages: int | None = None,
+) -> ModeResult:
     """max_pages: only the corpus's first pages (the plain client's rate is one batch's at a time, the
     same over 4 batches as over 40: the slow mode need not take the whole corpus)."""
     from ocrserve.engines.openai import normalize_base_url
     from ocrserve.parse import parse_output
 
-    res = ModeResult("plain", notes=f"render + PNG (default level) in the main process, {batch} requests per batch, "
-                                    "next batch after the whole batch")
+    res = ModeResult(
+        "plain",
+        notes=f"render + PNG (default level) in the main process, {batch} requests per batch, "
+        "next batch after the whole batch",
+    )
     url = normalize_base_url(server) + "/chat/completions"
     model = _served_model(server, api_key)
     pages = _page_list(files)
@@ -161,6 +204,7 @@ def run_plain(files: list[Path], server: str, profile: Profile, *, batch: int, m
     cpu0 = client_cpu_s()
     t0 = time.perf_counter()
     with httpx.Client(timeout=3600, headers=_auth(api_key)) as client, ThreadPoolExecutor(batch) as ex:
+
         def send(png: bytes) -> tuple[dict | None, float]:
             t = time.perf_counter()
             try:
@@ -171,7 +215,7 @@ def run_plain(files: list[Path], server: str, profile: Profile, *, batch: int, m
                 return None, time.perf_counter() - t
 
         for i in range(0, len(pages), batch):
-            chunk = pages[i:i + batch]
+            chunk = pages[i : i + batch]
             pngs = [_render_plain(p, j, profile) for p, j in chunk]
             for data, lat in ex.map(send, pngs):
                 res.pages += 1
@@ -195,24 +239,39 @@ async def _prerender(files: list[Path], profile: Profile) -> list[bytes]:
     pool = ResilientPool(default_workers())
     budget = Budget.from_profile(profile)
     try:
-        rps = await asyncio.gather(*[pool.run(render_page, p, "pdf", i, budget, None, 10**9) for p, i in _page_list(files)])
+        rps = await asyncio.gather(
+            *[pool.run(render_page, p, "pdf", i, budget, None, 10**9) for p, i in _page_list(files)]
+        )
     finally:
         pool.shutdown()
     return [rp.png for rp in rps]
 
 
-async def run_ceiling(pngs: list[bytes], server: str, profile: Profile, *, concurrency: int, max_tokens: int,
-                      ignore_eos: bool, api_key: str | None) -> ModeResult:
+async def run_ceiling(
+    pngs: list[bytes],
+    server: str,
+    profile: Profile,
+    *,
+    concurrency: int,
+    max_tokens: int,
+    ignore_eos: bool,
+    api_key: str | None,
+) -> ModeResult:
     from ocrserve.engines.openai import normalize_base_url
 
-    res = ModeResult("ceiling", notes="pre-rendered, pre-encoded bodies; all pages at full concurrency; answers not parsed")
+    res = ModeResult(
+        "ceiling", notes="pre-rendered, pre-encoded bodies; all pages at full concurrency; answers not parsed"
+    )
     url = normalize_base_url(server) + "/chat/completions"
     model = await asyncio.to_thread(_served_model, server, api_key)
     bodies = [json.dumps(_body(model, profile, png, max_tokens, ignore_eos)).encode() for png in pngs]
     sem = asyncio.Semaphore(concurrency)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     cpu0 = client_cpu_s()
-    async with httpx.AsyncClient(timeout=3600, limits=limits, headers={**_auth(api_key), "content-type": "application/json"}) as client:
+    async with httpx.AsyncClient(
+        timeout=3600, limits=limits, headers={**_auth(api_key), "content-type": "application/json"}
+    ) as client:
+
         async def one(body: bytes) -> None:
             async with sem:
                 t = time.perf_counter()
@@ -234,8 +293,9 @@ async def run_ceiling(pngs: list[bytes], server: str, profile: Profile, *, concu
     return res
 
 
-async def streaming_probe(pngs: list[bytes], server: str, profile: Profile, *, max_tokens: int, ignore_eos: bool,
-                          api_key: str | None) -> dict[str, Any]:
+async def streaming_probe(
+    pngs: list[bytes], server: str, profile: Profile, *, max_tokens: int, ignore_eos: bool, api_key: str | None
+) -> dict[str, Any]:
     """Time to first token and to first closed block, one streamed page at a time on an idle server."""
     from ocrserve.engines.openai import normalize_base_url
 
@@ -247,7 +307,9 @@ async def streaming_probe(pngs: list[bytes], server: str, profile: Profile, *, m
             t0 = time.perf_counter()
             first = block = None
             text = ""
-            async with client.stream("POST", url, json=_body(model, profile, png, max_tokens, ignore_eos, stream=True)) as r:
+            async with client.stream(
+                "POST", url, json=_body(model, profile, png, max_tokens, ignore_eos, stream=True)
+            ) as r:
                 async for line in r.aiter_lines():
                     if not line.startswith("data: ") or line == "data: [DONE]":
                         continue
@@ -266,7 +328,9 @@ async def streaming_probe(pngs: list[bytes], server: str, profile: Profile, *, m
                 ttfb.append(block)
     return {
         "pages": len(pngs),
-        "ttft_s": [round(x, 3) for x in ttft], "ttft_median_s": pct(ttft, 50),
-        "first_block_s": [round(x, 3) for x in ttfb], "first_block_median_s": pct(ttfb, 50),
+        "ttft_s": [round(x, 3) for x in ttft],
+        "ttft_median_s": pct(ttft, 50),
+        "first_block_s": [round(x, 3) for x in ttfb],
+        "first_block_median_s": pct(ttfb, 50),
         "note": "first block: time until the first </div> closes in the stream (none with a weightless model's random text)",
     }

@@ -33,8 +33,11 @@ STAGE_METRICS = {
     "ttft_s": "vllm:time_to_first_token_seconds",
     "e2e_s": "vllm:e2e_request_latency_seconds",
 }
-COUNTERS = {"preemptions": "vllm:num_preemptions", "prompt_tokens": "vllm:prompt_tokens",
-            "generation_tokens": "vllm:generation_tokens"}
+COUNTERS = {
+    "preemptions": "vllm:num_preemptions",
+    "prompt_tokens": "vllm:prompt_tokens",
+    "generation_tokens": "vllm:generation_tokens",
+}
 
 
 def standard_pages(n: int, seed: int = 0, workers: int | None = None) -> list[bytes]:
@@ -108,7 +111,9 @@ def full_load_rate(done_at: list[float], in_flight: int) -> float | None:
     return round((n - 2 * c) / (b - a), 3) if b > a else None
 
 
-async def run_load(endpoints: list[str], bodies: list[bytes], *, concurrency: int, timeout_s: float = 1800) -> dict[str, Any]:
+async def run_load(
+    endpoints: list[str], bodies: list[bytes], *, concurrency: int, timeout_s: float = 1800
+) -> dict[str, Any]:
     """Send every body once, `concurrency` in flight per endpoint; pages/s, latencies and the server's stage times."""
     if not endpoints:
         raise ValueError("no endpoints to measure")
@@ -119,8 +124,12 @@ async def run_load(endpoints: list[str], bodies: list[bytes], *, concurrency: in
     lat: list[float] = []
     done_at: list[float] = []
     res = {"pages": 0, "failed": 0, "prompt_tokens": 0, "completion_tokens": 0, "errors": []}
-    limits = httpx.Limits(max_connections=concurrency * len(endpoints) + 8, max_keepalive_connections=concurrency * len(endpoints) + 8)
-    async with httpx.AsyncClient(timeout=timeout_s, limits=limits, headers={"content-type": "application/json"}) as client:
+    limits = httpx.Limits(
+        max_connections=concurrency * len(endpoints) + 8, max_keepalive_connections=concurrency * len(endpoints) + 8
+    )
+    async with httpx.AsyncClient(
+        timeout=timeout_s, limits=limits, headers={"content-type": "application/json"}
+    ) as client:
         before = await _scrape(client, roots)
         t0 = time.perf_counter()
 
@@ -153,12 +162,17 @@ async def run_load(endpoints: list[str], bodies: list[bytes], *, concurrency: in
         a, b = done_at[len(done_at) // 10], done_at[(9 * len(done_at)) // 10]
         steady = round(0.8 * len(done_at) / (b - a), 3) if b > a else None
     res.update(
-        wall_s=round(wall, 2), pages_per_s=round(res["pages"] / wall, 3) if wall else None,
-        steady_pages_per_s=steady, full_load_pages_per_s=full_load_rate(done_at, concurrency * len(endpoints)),
+        wall_s=round(wall, 2),
+        pages_per_s=round(res["pages"] / wall, 3) if wall else None,
+        steady_pages_per_s=steady,
+        full_load_pages_per_s=full_load_rate(done_at, concurrency * len(endpoints)),
         prompt_tokens_per_s=round(res["prompt_tokens"] / wall, 1) if wall else None,
         output_tokens_per_s=round(res["completion_tokens"] / wall, 1) if wall else None,
-        latency_p50_s=pct(lat, 50), latency_p95_s=pct(lat, 95), server=metrics_delta(before, after),
-        concurrency_per_endpoint=concurrency, endpoints=list(endpoints),
+        latency_p50_s=pct(lat, 50),
+        latency_p95_s=pct(lat, 95),
+        server=metrics_delta(before, after),
+        concurrency_per_endpoint=concurrency,
+        endpoints=list(endpoints),
     )
     return res
 
@@ -172,8 +186,8 @@ class GpuMemory(threading.Thread):
         self.smi = shutil.which("nvidia-smi")
         self.halt = threading.Event()
         self.lock = threading.Lock()
-        self.watch: dict[str, int] = {}           # name -> root pid
-        self.peak: dict[str, float] = {}          # name -> peak MiB of its processes
+        self.watch: dict[str, int] = {}  # name -> root pid
+        self.peak: dict[str, float] = {}  # name -> peak MiB of its processes
         self.total_peak = 0.0
         self.per_process_seen = False
 
@@ -200,8 +214,11 @@ class GpuMemory(threading.Thread):
             return
         try:
             total = sum(float(r[0]) for r in self._query(["--query-gpu=memory.used"]))
-            apps = {int(r[0]): float(r[1]) for r in self._query(["--query-compute-apps=pid,used_memory"])
-                    if len(r) >= 2 and r[0].isdigit() and r[1].replace(".", "", 1).isdigit()}
+            apps = {
+                int(r[0]): float(r[1])
+                for r in self._query(["--query-compute-apps=pid,used_memory"])
+                if len(r) >= 2 and r[0].isdigit() and r[1].replace(".", "", 1).isdigit()
+            }
         except (OSError, subprocess.SubprocessError, ValueError):
             return
         with self.lock:

@@ -32,19 +32,26 @@ def mfu(result: ModeResult, profile: Profile, gpu_name: str | None, peak_tflops:
     peak = peak_tflops
     if peak is None and gpu_name:
         peak = next((v for k, v in GPU_PEAK_TFLOPS.items() if k in gpu_name), None)
-    return {"model_tflops_per_s": round(achieved, 1), "gpu_peak_bf16_tflops": peak,
-            "mfu": round(achieved / peak, 4) if peak else None,
-            "note": "dense matmul FLOPs only (attention not counted), per GPU, against the bf16 dense peak"}
+    return {
+        "model_tflops_per_s": round(achieved, 1),
+        "gpu_peak_bf16_tflops": peak,
+        "mfu": round(achieved / peak, 4) if peak else None,
+        "note": "dense matmul FLOPs only (attention not counted), per GPU, against the bf16 dense peak",
+    }
 
 
 # ------------------------------------------------------------------------------------ machine info
+
 
 def machine_info(server: str | None) -> dict[str, Any]:
     from ocrserve import __version__
 
     info: dict[str, Any] = {
-        "host": platform.node(), "platform": platform.platform(), "python": sys.version.split()[0],
-        "cpu_count": os.cpu_count(), "ocrserve": __version__,
+        "host": platform.node(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "cpu_count": os.cpu_count(),
+        "ocrserve": __version__,
     }
     try:
         with open("/proc/cpuinfo") as f:
@@ -54,15 +61,21 @@ def machine_info(server: str | None) -> dict[str, Any]:
     smi = shutil.which("nvidia-smi")
     if smi:
         try:
-            out = subprocess.run([smi, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
-                                 capture_output=True, text=True, timeout=10).stdout.strip()
+            out = subprocess.run(
+                [smi, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.strip()
             info["gpus"] = [ln.strip() for ln in out.splitlines() if ln.strip()]
         except (OSError, subprocess.SubprocessError):
             pass
     for mod in ("httpx", "pypdfium2", "PIL", "vllm", "torch", "transformers"):
         try:
             m = __import__(mod)
-            info[f"{mod}_version"] = getattr(m, "__version__", None) or getattr(getattr(m, "version", None), "PYPDFIUM_INFO", None)
+            info[f"{mod}_version"] = getattr(m, "__version__", None) or getattr(
+                getattr(m, "version", None), "PYPDFIUM_INFO", None
+            )
         except Exception:  # noqa: BLE001
             pass
     if server:
@@ -82,29 +95,65 @@ def write_report(report: dict[str, Any], out_dir: Path, name: str) -> tuple[Path
     jp.write_text(json.dumps(report, indent=2, default=str) + "\n")
     lines = [f"# Benchmark: {name}", "", f"- command: `{report['command']}`", f"- started: {report['started']}"]
     mi = report["machine"]
-    lines.append(f"- machine: {mi.get('cpu')} ({mi.get('cpu_count')} cores); GPUs: {', '.join(mi.get('gpus') or ['none'])}")
-    lines.append(f"- versions: python {mi.get('python')}, ocrserve {mi.get('ocrserve')}, vllm {mi.get('vllm_version')}, "
-                 f"server {mi.get('server_version')}")
-    lines.append(f"- corpus: {report['corpus']}; max_tokens {report['max_tokens']} (ignore_eos {report['ignore_eos']}); "
-                 f"concurrency {report['concurrency']}; plain batch {report['plain_batch']}")
-    lines += ["", "| mode | pages | failed | pages/s | prompt tok/s | output tok/s | p50 s | p95 s | p99 s | client CPU s/page | peak GPU MiB | server running (mean) | peak client RSS MiB | MFU |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines.append(
+        f"- machine: {mi.get('cpu')} ({mi.get('cpu_count')} cores); GPUs: {', '.join(mi.get('gpus') or ['none'])}"
+    )
+    lines.append(
+        f"- versions: python {mi.get('python')}, ocrserve {mi.get('ocrserve')}, vllm {mi.get('vllm_version')}, "
+        f"server {mi.get('server_version')}"
+    )
+    lines.append(
+        f"- corpus: {report['corpus']}; max_tokens {report['max_tokens']} (ignore_eos {report['ignore_eos']}); "
+        f"concurrency {report['concurrency']}; plain batch {report['plain_batch']}"
+    )
+    lines += [
+        "",
+        "| mode | pages | failed | pages/s | prompt tok/s | output tok/s | p50 s | p95 s | p99 s | client CPU s/page | peak GPU MiB | server running (mean) | peak client RSS MiB | MFU |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for mode, r in report["modes"].items():
-        lines.append("| " + " | ".join(str(x) for x in (
-            mode, r["pages"], r["failed"], r["pages_per_s"], r["prompt_tokens_per_s"], r["output_tokens_per_s"],
-            r["latency_p50_s"], r["latency_p95_s"], r["latency_p99_s"], r["client_cpu_s_per_page"],
-            r.get("peak_gpu_memory_mib"), r.get("server_running_mean"), r.get("peak_client_rss_mib"), r.get("mfu"))) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                str(x)
+                for x in (
+                    mode,
+                    r["pages"],
+                    r["failed"],
+                    r["pages_per_s"],
+                    r["prompt_tokens_per_s"],
+                    r["output_tokens_per_s"],
+                    r["latency_p50_s"],
+                    r["latency_p95_s"],
+                    r["latency_p99_s"],
+                    r["client_cpu_s_per_page"],
+                    r.get("peak_gpu_memory_mib"),
+                    r.get("server_running_mean"),
+                    r.get("peak_client_rss_mib"),
+                    r.get("mfu"),
+                )
+            )
+            + " |"
+        )
     if report.get("ratios"):
         lines += ["", f"Ratios (same run, same pages): {report['ratios']}"]
     if report.get("streaming_idle"):
         s = report["streaming_idle"]
-        lines += ["", f"Streaming on an idle server: time to first token median {s['ttft_median_s']} s over {s['pages']} pages; "
-                      f"first closed block median {s['first_block_median_s']} s."]
+        lines += [
+            "",
+            f"Streaming on an idle server: time to first token median {s['ttft_median_s']} s over {s['pages']} pages; "
+            f"first closed block median {s['first_block_median_s']} s.",
+        ]
     st = report.get("client_cpu_stages")
     if st:
-        lines += ["", f"Client CPU per page by stage ({st['pages']} pages one at a time, the measuring thread's CPU clock; "
-                      f"mean PNG {st.get('png_kib_mean')} KiB):", "",
-                  "| " + " | ".join(st["stages"]) + " | total |", "|" + "---|" * (len(st["stages"]) + 1),
-                  "| " + " | ".join(f"{v['mean_ms']} ms" for v in st["stages"].values()) + f" | {st['total_mean_ms']} ms |"]
+        lines += [
+            "",
+            f"Client CPU per page by stage ({st['pages']} pages one at a time, the measuring thread's CPU clock; "
+            f"mean PNG {st.get('png_kib_mean')} KiB):",
+            "",
+            "| " + " | ".join(st["stages"]) + " | total |",
+            "|" + "---|" * (len(st["stages"]) + 1),
+            "| " + " | ".join(f"{v['mean_ms']} ms" for v in st["stages"].values()) + f" | {st['total_mean_ms']} ms |",
+        ]
     mp.write_text("\n".join(lines) + "\n")
     return jp, mp

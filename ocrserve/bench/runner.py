@@ -13,7 +13,6 @@ plus time to first token and to first closed block of a streamed page on an idle
 model-FLOPs-utilization estimate from the profile's architecture.
 """
 
-
 from __future__ import annotations
 
 import asyncio
@@ -30,20 +29,35 @@ from ocrserve.bench.report import GPU_PEAK_TFLOPS, machine_info, mfu, write_repo
 from ocrserve.bench.sampling import Sampler, client_cpu_s, client_rss_mib, pct
 from ocrserve.profiles import Profile
 
-__all__ = ["GPU_PEAK_TFLOPS", "ModeResult", "Sampler", "client_cpu_s", "client_rss_mib", "corpus_files", "machine_info",
-           "mfu", "pct", "run_bench", "write_report"]
+__all__ = [
+    "GPU_PEAK_TFLOPS",
+    "ModeResult",
+    "Sampler",
+    "client_cpu_s",
+    "client_rss_mib",
+    "corpus_files",
+    "machine_info",
+    "mfu",
+    "pct",
+    "run_bench",
+    "write_report",
+]
 
 log = logging.getLogger(__name__)
 
 
 # ------------------------------------------------------------------------------------ the run
 
+
 def synthetic_kind() -> str:
     """Which synthetic pages make_pdf writes here: born-digital with reportlab, else scanned images."""
     import importlib.util
 
-    return ("born-digital (reportlab)" if importlib.util.find_spec("reportlab")
-            else "scanned: Pillow-drawn page images, reportlab is not installed")
+    return (
+        "born-digital (reportlab)"
+        if importlib.util.find_spec("reportlab")
+        else "scanned: Pillow-drawn page images, reportlab is not installed"
+    )
 
 
 def corpus_files(corpus: str | None, synthetic: int | None, work: Path, seed: int = 0) -> list[Path]:
@@ -84,10 +98,24 @@ def bench_profile(model: str | None, server: str, api_key: str | None = None) ->
 
 
 def run_bench(
-    *, server: str, corpus: str | None = None, synthetic: int | None = None, modes: list[str] | None = None,
-    model: str | None = None, concurrency: int = 128, plain_batch: int = 28, max_tokens: int = 1024,
-    ignore_eos: bool = True, api_key: str | None = None, stream_probe: int = 5, gpu_peak_tflops: float | None = None,
-    seed: int = 0, command: str | None = None, on_partial=None, stage_pages: int = 40, plain_pages: int | None = None,
+    *,
+    server: str,
+    corpus: str | None = None,
+    synthetic: int | None = None,
+    modes: list[str] | None = None,
+    model: str | None = None,
+    concurrency: int = 128,
+    plain_batch: int = 28,
+    max_tokens: int = 1024,
+    ignore_eos: bool = True,
+    api_key: str | None = None,
+    stream_probe: int = 5,
+    gpu_peak_tflops: float | None = None,
+    seed: int = 0,
+    command: str | None = None,
+    on_partial=None,
+    stage_pages: int = 40,
+    plain_pages: int | None = None,
 ) -> dict[str, Any]:
     modes = modes or ["pipeline", "plain", "ceiling", "stages"]
     work = Path(tempfile.mkdtemp(prefix="ocrserve-bench-"))
@@ -96,11 +124,17 @@ def run_bench(
         profile = bench_profile(model, server, api_key)
         root = _root(server)
         report: dict[str, Any] = {
-            "command": command or " ".join(sys.argv), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-            "machine": machine_info(server), "model_profile": profile.name, "concurrency": concurrency,
-            "plain_batch": plain_batch, "max_tokens": max_tokens, "ignore_eos": ignore_eos,
-            "corpus": [str(f) for f in files] if not synthetic else f"synthetic: {synthetic} distinct pages (seed {seed}, "
-                      f"{synthetic_kind()})",
+            "command": command or " ".join(sys.argv),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "machine": machine_info(server),
+            "model_profile": profile.name,
+            "concurrency": concurrency,
+            "plain_batch": plain_batch,
+            "max_tokens": max_tokens,
+            "ignore_eos": ignore_eos,
+            "corpus": [str(f) for f in files]
+            if not synthetic
+            else f"synthetic: {synthetic} distinct pages (seed {seed}, {synthetic_kind()})",
             "modes": {},
         }
         gpu_name = (report["machine"].get("gpus") or [None])[0]
@@ -110,23 +144,57 @@ def run_bench(
             if mode == "stages":  # client CPU per stage, one page at a time (not a throughput mode)
                 from ocrserve.bench.stages import stage_profile
 
-                report["client_cpu_stages"] = stage_profile(files, server, profile, max_pages=stage_pages, max_tokens=max_tokens,
-                                                            ignore_eos=ignore_eos, api_key=api_key)
+                report["client_cpu_stages"] = stage_profile(
+                    files,
+                    server,
+                    profile,
+                    max_pages=stage_pages,
+                    max_tokens=max_tokens,
+                    ignore_eos=ignore_eos,
+                    api_key=api_key,
+                )
                 if on_partial:
                     on_partial(report)
                 continue
             with Sampler(root) as sampler:
                 if mode == "pipeline":
-                    r = asyncio.run(run_pipeline(files, server, profile, concurrency=concurrency, max_tokens=max_tokens,
-                                                 ignore_eos=ignore_eos, api_key=api_key, out_dir=work / "out"))
+                    r = asyncio.run(
+                        run_pipeline(
+                            files,
+                            server,
+                            profile,
+                            concurrency=concurrency,
+                            max_tokens=max_tokens,
+                            ignore_eos=ignore_eos,
+                            api_key=api_key,
+                            out_dir=work / "out",
+                        )
+                    )
                 elif mode == "plain":
-                    r = run_plain(files, server, profile, batch=plain_batch, max_tokens=max_tokens,
-                                  ignore_eos=ignore_eos, api_key=api_key, max_pages=plain_pages)
+                    r = run_plain(
+                        files,
+                        server,
+                        profile,
+                        batch=plain_batch,
+                        max_tokens=max_tokens,
+                        ignore_eos=ignore_eos,
+                        api_key=api_key,
+                        max_pages=plain_pages,
+                    )
                 elif mode == "ceiling":
                     if pngs is None:
                         pngs = asyncio.run(_prerender(files, profile))
-                    r = asyncio.run(run_ceiling(pngs, server, profile, concurrency=concurrency, max_tokens=max_tokens,
-                                                ignore_eos=ignore_eos, api_key=api_key))
+                    r = asyncio.run(
+                        run_ceiling(
+                            pngs,
+                            server,
+                            profile,
+                            concurrency=concurrency,
+                            max_tokens=max_tokens,
+                            ignore_eos=ignore_eos,
+                            api_key=api_key,
+                        )
+                    )
                 else:
                     raise ValueError(f"unknown bench mode {mode!r}: pipeline, plain, ceiling, stages")
             r.sampler = sampler.summary()
@@ -139,15 +207,26 @@ def run_bench(
             if pngs is None:
                 pngs = asyncio.run(_prerender(files, profile))
             # pages not sent before would be best; the probe uses the last ones, after the caches saw them
-            report["streaming_idle"] = asyncio.run(streaming_probe(pngs[-stream_probe:], server, profile,
-                                                                   max_tokens=min(max_tokens, 256), ignore_eos=ignore_eos,
-                                                                   api_key=api_key))
+            report["streaming_idle"] = asyncio.run(
+                streaming_probe(
+                    pngs[-stream_probe:],
+                    server,
+                    profile,
+                    max_tokens=min(max_tokens, 256),
+                    ignore_eos=ignore_eos,
+                    api_key=api_key,
+                )
+            )
         m = report["modes"]
         if "pipeline" in m and m["pipeline"]["pages_per_s"]:
             p = m["pipeline"]["pages_per_s"]
             report["ratios"] = {
-                "pipeline_vs_plain": round(p / m["plain"]["pages_per_s"], 3) if m.get("plain", {}).get("pages_per_s") else None,
-                "pipeline_vs_ceiling": round(p / m["ceiling"]["pages_per_s"], 3) if m.get("ceiling", {}).get("pages_per_s") else None,
+                "pipeline_vs_plain": round(p / m["plain"]["pages_per_s"], 3)
+                if m.get("plain", {}).get("pages_per_s")
+                else None,
+                "pipeline_vs_ceiling": round(p / m["ceiling"]["pages_per_s"], 3)
+                if m.get("ceiling", {}).get("pages_per_s")
+                else None,
             }
         return report
     finally:

@@ -29,7 +29,7 @@ class Sampler:
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._smi = shutil.which("nvidia-smi")
 
-    def __enter__(self) -> "Sampler":
+    def __enter__(self) -> Sampler:
         self._thread.start()
         return self
 
@@ -47,8 +47,9 @@ class Sampler:
                 t0 = time.thread_time()
                 if self._smi:
                     try:
-                        out = run_uncounted([self._smi, "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
-                                            timeout=5)
+                        out = run_uncounted(
+                            [self._smi, "--query-gpu=memory.used", "--format=csv,noheader,nounits"], timeout=5
+                        )
                         vals = [float(x) for x in out.split() if x.strip()]
                         if vals:
                             self.gpu_mem_mib.append(sum(vals))
@@ -57,8 +58,13 @@ class Sampler:
                 if self.server_root:
                     try:
                         text = client.get(self.server_root + "/metrics").text
-                        self.queue.append((time.perf_counter() - self._t0, _metric(text, "vllm:num_requests_running"),
-                                           _metric(text, "vllm:num_requests_waiting")))
+                        self.queue.append(
+                            (
+                                time.perf_counter() - self._t0,
+                                _metric(text, "vllm:num_requests_running"),
+                                _metric(text, "vllm:num_requests_waiting"),
+                            )
+                        )
                     except httpx.HTTPError:
                         pass
                 self.rss_mib.append(client_rss_mib())
@@ -147,7 +153,9 @@ def client_rss_mib() -> float:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-_UNCOUNTED_S = [0.0]  # CPU seconds of the measuring itself: its tools' children (nvidia-smi, reaped) and the sampler thread
+_UNCOUNTED_S = [
+    0.0
+]  # CPU seconds of the measuring itself: its tools' children (nvidia-smi, reaped) and the sampler thread
 
 
 def run_uncounted(argv: list[str], timeout: float = 10) -> str:

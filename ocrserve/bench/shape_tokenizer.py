@@ -21,7 +21,7 @@ def _filler_tokens(vocab: dict[str, int], n: int):
     for i in range(len(letters) ** 4):
         if made == n:
             return
-        word = "".join(letters[(i // 26 ** k) % 26] for k in (3, 2, 1, 0))
+        word = "".join(letters[(i // 26**k) % 26] for k in (3, 2, 1, 0))
         if word not in vocab:
             made += 1
             yield word
@@ -64,21 +64,33 @@ def renumber_added_tokens(folder: Path) -> int:
         raise ValueError(f"{tok_path}: only a BPE tokenizer.json can be renumbered")
     in_vocab = sorted(c for c in wanted if c in vocab)
     if in_vocab:
-        raise ValueError(f"{cfg_path}: {in_vocab[:3]} are words of the borrowed vocabulary in {tok_path}, not added tokens")
+        raise ValueError(
+            f"{cfg_path}: {in_vocab[:3]} are words of the borrowed vocabulary in {tok_path}, not added tokens"
+        )
     base, ids = min(wanted.values()), sorted(wanted.values())
     if ids != list(range(base, base + len(ids))):
-        raise ValueError(f"{cfg_path}: the special token ids must be one contiguous run, got {ids[0]}..{ids[-1]} with gaps")
+        raise ValueError(
+            f"{cfg_path}: the special token ids must be one contiguous run, got {ids[0]}..{ids[-1]} with gaps"
+        )
     start = max(vocab.values(), default=-1) + 1
     if start != len(vocab):
         raise ValueError(f"{tok_path}: the vocabulary's ids are not 0..{len(vocab) - 1}")
     if base < start:
-        raise ValueError(f"{cfg_path}: special token id {base} is inside the borrowed vocabulary of {start} in {tok_path}")
+        raise ValueError(
+            f"{cfg_path}: special token id {base} is inside the borrowed vocabulary of {start} in {tok_path}"
+        )
     for i, word in enumerate(_filler_tokens(vocab, base - start), start):
         vocab[word] = i
     changed, added = 0, []
     for content, token_id in sorted(wanted.items(), key=lambda kv: kv[1]):
-        entry = borrowed.pop(content, None) or {"content": content, "single_word": False, "lstrip": False,
-                                                 "rstrip": False, "normalized": False, "special": True}
+        entry = borrowed.pop(content, None) or {
+            "content": content,
+            "single_word": False,
+            "lstrip": False,
+            "rstrip": False,
+            "normalized": False,
+            "special": True,
+        }
         flags = {k: named[content][1][k] for k in _TOKEN_FLAGS if k in named[content][1]}
         changed += entry.get("id") != token_id
         added.append({**entry, **flags, "id": token_id})

@@ -29,12 +29,21 @@ STAGES = ("render", "encode", "request", "parse", "outputs")
 
 def _template(model: str, profile: Profile, max_tokens: int, ignore_eos: bool) -> tuple[bytes, bytes]:
     """The openai engine's request template (engines/chat.py): head + base64 PNG + tail."""
-    return chat.BodyTemplate(profile.prompt, ignore_eos=ignore_eos).parts(model, profile.sampling, max_tokens, False,
-                                                                         "image/png")
+    return chat.BodyTemplate(profile.prompt, ignore_eos=ignore_eos).parts(
+        model, profile.sampling, max_tokens, False, "image/png"
+    )
 
 
-def stage_profile(files: list[Path], server: str, profile: Profile, *, max_pages: int = 40, max_tokens: int = 1024,
-                  ignore_eos: bool = True, api_key: str | None = None) -> dict[str, Any]:
+def stage_profile(
+    files: list[Path],
+    server: str,
+    profile: Profile,
+    *,
+    max_pages: int = 40,
+    max_tokens: int = 1024,
+    ignore_eos: bool = True,
+    api_key: str | None = None,
+) -> dict[str, Any]:
     """Median and mean CPU milliseconds per page of each stage over up to `max_pages` pages."""
     from ocrserve.document import Document, Source
     from ocrserve.engines.openai import normalize_base_url
@@ -65,8 +74,18 @@ def stage_profile(files: list[Path], server: str, profile: Profile, *, max_pages
                 r.raise_for_status()
                 raw = r.json()["choices"][0]["message"]["content"] or ""
                 t3 = clock()
-                page = finish_page(raw, profile, index=i, width=w, height=h, unit="pt", image_size=(px.shape[1], px.shape[0]), png=png,
-                                   staging=None, prefix=f"p{i}")
+                page = finish_page(
+                    raw,
+                    profile,
+                    index=i,
+                    width=w,
+                    height=h,
+                    unit="pt",
+                    image_size=(px.shape[1], px.shape[0]),
+                    png=png,
+                    staging=None,
+                    prefix=f"p{i}",
+                )
                 t4 = clock()
                 for s, v in zip(STAGES, (t1 - t, t2 - t1, t3 - t2, t4 - t3)):
                     cpu[s].append(v)
@@ -74,16 +93,26 @@ def stage_profile(files: list[Path], server: str, profile: Profile, *, max_pages
             for f in {p for p, _ in pages}:
                 forget(f)
         t = clock()
-        doc = Document(source=Source(path=str(pages[0][0]) if pages else "-", type="pdf", page_count=len(done)),
-                       model=profile.name, pages=done)
+        doc = Document(
+            source=Source(path=str(pages[0][0]) if pages else "-", type="pdf", page_count=len(done)),
+            model=profile.name,
+            pages=done,
+        )
         write_document(doc, out, "stages")
         per = (clock() - t) / max(1, len(done))
         cpu["outputs"] = [per] * len(done)
     finally:
         shutil.rmtree(out, ignore_errors=True)
-    stages = {s: {"median_ms": round(statistics.median(v) * 1000, 2), "mean_ms": round(statistics.fmean(v) * 1000, 2)}
-              for s, v in cpu.items() if v}
+    stages = {
+        s: {"median_ms": round(statistics.median(v) * 1000, 2), "mean_ms": round(statistics.fmean(v) * 1000, 2)}
+        for s, v in cpu.items()
+        if v
+    }
     total = round(sum(x["mean_ms"] for x in stages.values()), 2)
-    return {"pages": len(done), "stages": stages, "total_mean_ms": total,
-            "png_kib_mean": round(statistics.fmean(sizes) / 1024, 1) if sizes else None,
-            "note": "CPU time of the measuring thread per page, pages one at a time; the server's work and the samplers' threads are not counted"}
+    return {
+        "pages": len(done),
+        "stages": stages,
+        "total_mean_ms": total,
+        "png_kib_mean": round(statistics.fmean(sizes) / 1024, 1) if sizes else None,
+        "note": "CPU time of the measuring thread per page, pages one at a time; the server's work and the samplers' threads are not counted",
+    }

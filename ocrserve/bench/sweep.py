@@ -36,12 +36,23 @@ from pydantic import BaseModel, Field
 
 from ocrserve.bench.load import GpuMemory, encode_bodies, run_load, standard_pages
 from ocrserve.bench.shape_tokenizer import renumber_added_tokens
-from ocrserve.bench.sweep_server import Server, bench_config, log_tails, served_model
 from ocrserve.bench.sweep_report import machine_summary, table_rows, write_sweep
+from ocrserve.bench.sweep_server import Server, bench_config, log_tails, served_model
 from ocrserve.profiles import load_profile
 
-__all__ = ["Sweep", "SweepConfig", "SweepSpec", "load_spec", "machine_summary", "parse_plan", "scaling_configs",
-           "serve_argv", "sweep_spec", "table_rows", "write_sweep"]
+__all__ = [
+    "Sweep",
+    "SweepConfig",
+    "SweepSpec",
+    "load_spec",
+    "machine_summary",
+    "parse_plan",
+    "scaling_configs",
+    "serve_argv",
+    "sweep_spec",
+    "table_rows",
+    "write_sweep",
+]
 
 log = logging.getLogger(__name__)
 SHARE_MARGIN = 0.04  # fraction of the card added to a lean plan for vLLM's start-up check
@@ -55,12 +66,16 @@ class SweepConfig(BaseModel):
 
     name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
     model: str | None = Field(None, description="model folder ($VARS expanded); default: the sweep's --model")
-    tokenizer_from: str | None = Field(None, description="folder whose tokenizer files complete a configs-only model folder")
+    tokenizer_from: str | None = Field(
+        None, description="folder whose tokenizer files complete a configs-only model folder"
+    )
     profile: str = "chandra-2"
     memory: Literal["lean", "max"] = "lean"
     quantization: Literal["fp8", "none"] = "none"
     concurrency: int = Field(128, ge=1, description="pages a replica is sized for (ocrserve serve --concurrency)")
-    client_concurrency: int | None = Field(None, ge=1, description="requests in flight per endpoint (default: concurrency)")
+    client_concurrency: int | None = Field(
+        None, ge=1, description="requests in flight per endpoint (default: concurrency)"
+    )
     max_num_batched_tokens: int | None = Field(None, ge=256)
     gpus: str = "0"
     parallel: Literal["dp", "tp", "epd"] = "dp"
@@ -70,7 +85,8 @@ class SweepConfig(BaseModel):
     prefill_probe: bool = Field(False, description="also measure max_tokens 1 (vision + prefill alone)")
     load: bool = Field(True, description="the pre-encoded load on the standard pages (off: only bench_modes)")
     bench_modes: list[Literal["pipeline", "plain", "ceiling", "stages"]] = Field(
-        default_factory=list, description="`ocrserve bench` modes run against this server, side by side")
+        default_factory=list, description="`ocrserve bench` modes run against this server, side by side"
+    )
     bench_pages: int = Field(200, ge=1, description="distinct synthetic PDF pages of the bench modes")
     stage_pages: int = Field(10, ge=1, description="pages of the one-at-a-time client CPU split (`stages`)")
     plain_pages: int | None = Field(None, ge=1, description="the bench's plain mode on only the first N of bench_pages")
@@ -97,7 +113,7 @@ def load_spec(path: Path | str) -> SweepSpec:
     except (OSError, json.JSONDecodeError) as e:
         raise ValueError(f"sweep spec {p} cannot be read: {e}") from e
     if not isinstance(raw, dict) or not isinstance(raw.get("configs"), list) or not raw["configs"]:
-        raise ValueError(f"sweep spec {p}: needs a non-empty \"configs\" list")
+        raise ValueError(f'sweep spec {p}: needs a non-empty "configs" list')
     defaults = raw.get("defaults") or {}
     raw["configs"] = [{**defaults, **c} for c in raw["configs"]]
     spec = SweepSpec.model_validate(raw)
@@ -113,19 +129,35 @@ def scaling_configs(n_gpus: int, base: SweepConfig | None = None) -> list[SweepC
         raise ValueError(f"scaling needs at least 1 GPU, got {n_gpus}")
     base = base or SweepConfig(name="base")
     counts = sorted({1, n_gpus, *[k for k in (2, 4, 8) if k < n_gpus]})
-    out = [base.model_copy(update={"name": f"dp-{k}", "gpus": ",".join(map(str, range(k))), "parallel": "dp"})
-           for k in counts]
+    out = [
+        base.model_copy(update={"name": f"dp-{k}", "gpus": ",".join(map(str, range(k))), "parallel": "dp"})
+        for k in counts
+    ]
     if n_gpus >= 2:
         enc = max(1, n_gpus // 4)
         per = base.client_concurrency or base.concurrency
-        out.append(base.model_copy(update={"name": f"epd-{enc}e{n_gpus - enc}d", "gpus": ",".join(map(str, range(n_gpus))),
-                                           "parallel": "epd", "epd_encoders": enc,
-                                           "client_concurrency": per * (n_gpus - enc)}))
+        out.append(
+            base.model_copy(
+                update={
+                    "name": f"epd-{enc}e{n_gpus - enc}d",
+                    "gpus": ",".join(map(str, range(n_gpus))),
+                    "parallel": "epd",
+                    "epd_encoders": enc,
+                    "client_concurrency": per * (n_gpus - enc),
+                }
+            )
+        )
     return out
 
 
-def sweep_spec(path: Path | str | None, *, scaling: int | None = None, only: str | None = None,
-               pages: int | None = None, max_tokens: int | None = None) -> SweepSpec:
+def sweep_spec(
+    path: Path | str | None,
+    *,
+    scaling: int | None = None,
+    only: str | None = None,
+    pages: int | None = None,
+    max_tokens: int | None = None,
+) -> SweepSpec:
     """The spec `ocrserve bench sweep` runs: a spec file and/or `scaling` (on the spec's first config, else a
     Chandra 1 base), `only` these comma-separated config names, `pages` and `max_tokens` overriding the spec's."""
     if path:
@@ -145,16 +177,52 @@ def sweep_spec(path: Path | str | None, *, scaling: int | None = None, only: str
     return spec.model_copy(update={k: v for k, v in (("pages", pages), ("max_tokens", max_tokens)) if v})
 
 
-def serve_argv(cfg: SweepConfig, model: str, port: int, *, log_dir: Path | None = None, dry_run: bool = False,
-               gpu_memory_gib: float | None = None, vllm_bin: str | None = None, health_timeout: float = 600,
-               extra_vllm: list[str] | None = None) -> list[str]:
+def serve_argv(
+    cfg: SweepConfig,
+    model: str,
+    port: int,
+    *,
+    log_dir: Path | None = None,
+    dry_run: bool = False,
+    gpu_memory_gib: float | None = None,
+    vllm_bin: str | None = None,
+    health_timeout: float = 600,
+    extra_vllm: list[str] | None = None,
+) -> list[str]:
     """The `ocrserve serve` command line of one configuration (a model that is no folder: the profile's checkpoint)."""
     if not Path(model).is_dir():
         model = cfg.profile
-    argv = [sys.executable, "-m", "ocrserve", "serve", "--model", model, "--load-format", "dummy",
-            "--memory", cfg.memory, "--quantization", cfg.quantization, "--concurrency", str(cfg.concurrency),
-            "--gpus", cfg.gpus, "--parallel", cfg.parallel, "--port", str(port), "--served-model-name", "chandra",
-            "--mm-cache-gb", "0", "--no-prefix-caching", "--max-restarts", "0", "--health-timeout", f"{health_timeout:g}"]
+    argv = [
+        sys.executable,
+        "-m",
+        "ocrserve",
+        "serve",
+        "--model",
+        model,
+        "--load-format",
+        "dummy",
+        "--memory",
+        cfg.memory,
+        "--quantization",
+        cfg.quantization,
+        "--concurrency",
+        str(cfg.concurrency),
+        "--gpus",
+        cfg.gpus,
+        "--parallel",
+        cfg.parallel,
+        "--port",
+        str(port),
+        "--served-model-name",
+        "chandra",
+        "--mm-cache-gb",
+        "0",
+        "--no-prefix-caching",
+        "--max-restarts",
+        "0",
+        "--health-timeout",
+        f"{health_timeout:g}",
+    ]
     if Path(model).is_dir():
         argv += ["--profile", cfg.profile]
     if cfg.max_num_batched_tokens:
@@ -211,31 +279,53 @@ def resolve_model(cfg: SweepConfig, default: str | None, work: Path) -> str:
 class Sweep:
     """Plans, starts, measures and stops each configuration of a spec; writes sweep.json and sweep.md."""
 
-    def __init__(self, spec: SweepSpec, out: Path, *, model: str | None, work: Path, port: int = 8100,
-                 overlap: int = 1, gpu_memory_gib: float | None = None, vllm_bin: str | None = None,
-                 startup_timeout: float = 600, deadline_s: float | None = None, config_budget_s: float = 150,
-                 name: str = "sweep", command: str | None = None) -> None:
+    def __init__(
+        self,
+        spec: SweepSpec,
+        out: Path,
+        *,
+        model: str | None,
+        work: Path,
+        port: int = 8100,
+        overlap: int = 1,
+        gpu_memory_gib: float | None = None,
+        vllm_bin: str | None = None,
+        startup_timeout: float = 600,
+        deadline_s: float | None = None,
+        config_budget_s: float = 150,
+        name: str = "sweep",
+        command: str | None = None,
+    ) -> None:
         self.spec, self.out, self.model, self.work, self.port = spec, out, model, work, port
         self.overlap, self.gpu_memory_gib, self.vllm_bin = max(1, overlap), gpu_memory_gib, vllm_bin
         self.startup_timeout, self.deadline_s, self.config_budget_s = startup_timeout, deadline_s, config_budget_s
         self.name, self.t0 = name, time.monotonic()
-        self.report: dict[str, Any] = {"command": command or shlex.join(sys.argv), "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-                                       "pages": spec.pages, "max_tokens": spec.max_tokens, "seed": spec.seed,
-                                       "corpus": f"{spec.pages} distinct standard pages (Letter at 192 dpi, 1632x2112 PNG; a configuration's "
-                                                 "`pages` overrides the count)",
-                                       "overlap": self.overlap, "results": {}}
+        self.report: dict[str, Any] = {
+            "command": command or shlex.join(sys.argv),
+            "started": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+            "pages": spec.pages,
+            "max_tokens": spec.max_tokens,
+            "seed": spec.seed,
+            "corpus": f"{spec.pages} distinct standard pages (Letter at 192 dpi, 1632x2112 PNG; a configuration's "
+            "`pages` overrides the count)",
+            "overlap": self.overlap,
+            "results": {},
+        }
         self.env = {**os.environ}
-        self.env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), self.env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        self.env["PYTHONPATH"] = os.pathsep.join(
+            [str(Path(__file__).resolve().parents[2]), self.env.get("PYTHONPATH", "")]
+        ).rstrip(os.pathsep)
 
     # ------------------------------------------------------------------ planning
     def plan(self) -> dict[str, dict[str, Any]]:
         plans = {}
-        for i, cfg in enumerate(self.spec.configs):
+        for _i, cfg in enumerate(self.spec.configs):
             rec: dict[str, Any] = {"config": cfg.model_dump(exclude_defaults=True)}
             try:
                 model = resolve_model(cfg, self.model, self.work)
-                argv = serve_argv(cfg, model, self.port, dry_run=True, gpu_memory_gib=self.gpu_memory_gib,
-                                  vllm_bin=self.vllm_bin)
+                argv = serve_argv(
+                    cfg, model, self.port, dry_run=True, gpu_memory_gib=self.gpu_memory_gib, vllm_bin=self.vllm_bin
+                )
                 p = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=300)
                 rec.update(parse_plan(p.stdout), model=model, plan_exit_code=p.returncode)
                 if p.returncode != 0:
@@ -305,22 +395,37 @@ class Sweep:
             self._write()
         return self.report
 
-    def _fits(self, plans: dict[str, dict[str, Any]], running: list[tuple[SweepConfig, Server]], nxt: SweepConfig) -> bool:
+    def _fits(
+        self, plans: dict[str, dict[str, Any]], running: list[tuple[SweepConfig, Server]], nxt: SweepConfig
+    ) -> bool:
         if not running:
             return True
         need = [plans[c.name].get("planned_gib") for c, _ in running] + [plans[nxt.name].get("planned_gib")]
         gpu_gib = plans[nxt.name].get("gpu_gib")
         same_gpus = all(c.gpus == nxt.gpus for c, _ in running)
-        if None in need or not gpu_gib or not same_gpus or nxt.memory != "lean" or any(c.memory != "lean" for c, _ in running):
+        if (
+            None in need
+            or not gpu_gib
+            or not same_gpus
+            or nxt.memory != "lean"
+            or any(c.memory != "lean" for c, _ in running)
+        ):
             return False
         return sum(need) + SHARE_MARGIN * gpu_gib * len(need) <= 0.95 * gpu_gib
 
     def _start(self, cfg: SweepConfig, rec: dict[str, Any], port: int, gpu: GpuMemory) -> Server:
         log_dir = self.work / "logs" / cfg.name
         log_dir.mkdir(parents=True, exist_ok=True)
-        argv = serve_argv(cfg, rec["model"], port, log_dir=log_dir, gpu_memory_gib=self.gpu_memory_gib,
-                          vllm_bin=self.vllm_bin, health_timeout=self.startup_timeout,
-                          extra_vllm=self._share_args(rec, cfg))
+        argv = serve_argv(
+            cfg,
+            rec["model"],
+            port,
+            log_dir=log_dir,
+            gpu_memory_gib=self.gpu_memory_gib,
+            vllm_bin=self.vllm_bin,
+            health_timeout=self.startup_timeout,
+            extra_vllm=self._share_args(rec, cfg),
+        )
         res = self.report["results"][cfg.name]
         res.update(serve_command=shlex.join(argv), started_at_s=round(self._elapsed(), 1))
         log.info("starting %s: %s", cfg.name, res["serve_command"])
@@ -328,10 +433,20 @@ class Sweep:
         gpu.add(cfg.name, srv.proc.pid)
         return srv
 
-    def _measure(self, cfg: SweepConfig, srv: Server, pngs: list[bytes], prefill_pngs: list[bytes], gpu: GpuMemory,
-                 others: list[tuple[SweepConfig, Server]], measure) -> None:
+    def _measure(
+        self,
+        cfg: SweepConfig,
+        srv: Server,
+        pngs: list[bytes],
+        prefill_pngs: list[bytes],
+        gpu: GpuMemory,
+        others: list[tuple[SweepConfig, Server]],
+        measure,
+    ) -> None:
         res = self.report["results"][cfg.name]
-        measure = measure or (lambda endpoints, bodies, conc: asyncio.run(run_load(endpoints, bodies, concurrency=conc)))
+        measure = measure or (
+            lambda endpoints, bodies, conc: asyncio.run(run_load(endpoints, bodies, concurrency=conc))
+        )
         try:
             srv.wait_ready(self.startup_timeout + 60)
             res["startup_s"] = round(srv.ready_s or 0.0, 1)
@@ -351,7 +466,8 @@ class Sweep:
             if cfg.bench_modes:
                 res["bench"] = bench_config(cfg, endpoints[0], conc, self.spec.max_tokens)
             res["ok"] = (res["load"]["failed"] == 0 if cfg.load else True) and all(
-                not m.get("failed") for m in (res.get("bench") or {}).get("modes", {}).values())
+                not m.get("failed") for m in (res.get("bench") or {}).get("modes", {}).values()
+            )
         except Exception as e:  # noqa: BLE001 - a failing configuration is a result; the sweep goes on
             res["error"] = f"{type(e).__name__}: {e}"
             log.warning("%s failed: %s", cfg.name, e)
@@ -363,7 +479,9 @@ class Sweep:
             gpu.remove(cfg.name)
             res["peak_gpu_gib"] = round(peak / 1024, 2) if gpu.per_process_seen else None
             res["vllm_commands"] = parse_plan(srv.console())["commands"]
-            res["log_tail"] = log_tails(self.work / "logs" / cfg.name)[-6000:] + "\n--- console\n" + srv.console()[-3000:]
+            res["log_tail"] = (
+                log_tails(self.work / "logs" / cfg.name)[-6000:] + "\n--- console\n" + srv.console()[-3000:]
+            )
 
     # ------------------------------------------------------------------ output
     def _write(self) -> None:

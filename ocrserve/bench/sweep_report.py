@@ -19,8 +19,12 @@ def machine_summary() -> str:
     smi = shutil.which("nvidia-smi")
     if smi:
         try:
-            out = subprocess.run([smi, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
-                                 capture_output=True, text=True, timeout=10).stdout.strip()
+            out = subprocess.run(
+                [smi, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.strip()
             parts.append("; ".join(ln.strip() for ln in out.splitlines() if ln.strip()))
         except (OSError, subprocess.SubprocessError):
             pass
@@ -43,17 +47,30 @@ def table_rows(report: dict[str, Any]) -> list[dict[str, Any]]:
         load = r.get("load") or {}
         pre = r.get("prefill_only") or {}
         srv = load.get("server") or {}
-        rows.append({
-            "config": name, "ok": r.get("ok"), "pages": load.get("pages"), "pages_per_s": load.get("pages_per_s"),
-            "steady_pages_per_s": load.get("steady_pages_per_s"), "full_load_pages_per_s": load.get("full_load_pages_per_s"), "p50_s": load.get("latency_p50_s"),
-            "p95_s": load.get("latency_p95_s"), "prompt_tok_s": load.get("prompt_tokens_per_s"),
-            "output_tok_s": load.get("output_tokens_per_s"), "peak_gpu_gib": r.get("peak_gpu_gib"),
-            "planned_gib": (r.get("plan") or {}).get("planned_gib"), "startup_s": r.get("startup_s"),
-            "prefill_only_pages_per_s": pre.get("pages_per_s"), "server_prefill_s": srv.get("prefill_s"),
-            "server_decode_s": srv.get("decode_s"), "server_queue_s": srv.get("queue_s"),
-            "preemptions": srv.get("preemptions"), "failed": load.get("failed"),
-            "error": (r.get("error") or (r.get("plan") or {}).get("error") or "")[:160].replace("\n", " "),
-        })
+        rows.append(
+            {
+                "config": name,
+                "ok": r.get("ok"),
+                "pages": load.get("pages"),
+                "pages_per_s": load.get("pages_per_s"),
+                "steady_pages_per_s": load.get("steady_pages_per_s"),
+                "full_load_pages_per_s": load.get("full_load_pages_per_s"),
+                "p50_s": load.get("latency_p50_s"),
+                "p95_s": load.get("latency_p95_s"),
+                "prompt_tok_s": load.get("prompt_tokens_per_s"),
+                "output_tok_s": load.get("output_tokens_per_s"),
+                "peak_gpu_gib": r.get("peak_gpu_gib"),
+                "planned_gib": (r.get("plan") or {}).get("planned_gib"),
+                "startup_s": r.get("startup_s"),
+                "prefill_only_pages_per_s": pre.get("pages_per_s"),
+                "server_prefill_s": srv.get("prefill_s"),
+                "server_decode_s": srv.get("decode_s"),
+                "server_queue_s": srv.get("queue_s"),
+                "preemptions": srv.get("preemptions"),
+                "failed": load.get("failed"),
+                "error": (r.get("error") or (r.get("plan") or {}).get("error") or "")[:160].replace("\n", " "),
+            }
+        )
     return rows
 
 
@@ -62,12 +79,36 @@ def write_sweep(report: dict[str, Any], out: Path, name: str = "sweep") -> tuple
     out.mkdir(parents=True, exist_ok=True)
     jp, mp = out / f"{name}.json", out / f"{name}.md"
     jp.write_text(json.dumps(report, indent=1, default=str) + "\n")
-    cols = ["config", "pages", "pages_per_s", "steady_pages_per_s", "full_load_pages_per_s", "p50_s", "p95_s", "prompt_tok_s", "output_tok_s",
-            "peak_gpu_gib", "planned_gib", "startup_s", "prefill_only_pages_per_s", "server_prefill_s",
-            "server_decode_s", "server_queue_s", "preemptions", "failed", "error"]
-    lines = [f"# Serving sweep: {name}", "", f"- command: `{report['command']}`", f"- started: {report['started']}",
-             f"- load: {report['corpus']}, max_tokens {report['max_tokens']} with ignore_eos, pre-encoded requests "
-             f"(the engine ceiling); overlap {report['overlap']}", ""]
+    cols = [
+        "config",
+        "pages",
+        "pages_per_s",
+        "steady_pages_per_s",
+        "full_load_pages_per_s",
+        "p50_s",
+        "p95_s",
+        "prompt_tok_s",
+        "output_tok_s",
+        "peak_gpu_gib",
+        "planned_gib",
+        "startup_s",
+        "prefill_only_pages_per_s",
+        "server_prefill_s",
+        "server_decode_s",
+        "server_queue_s",
+        "preemptions",
+        "failed",
+        "error",
+    ]
+    lines = [
+        f"# Serving sweep: {name}",
+        "",
+        f"- command: `{report['command']}`",
+        f"- started: {report['started']}",
+        f"- load: {report['corpus']}, max_tokens {report['max_tokens']} with ignore_eos, pre-encoded requests "
+        f"(the engine ceiling); overlap {report['overlap']}",
+        "",
+    ]
     if report.get("machine"):
         lines.insert(4, f"- machine: {report['machine']}")
     lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
@@ -75,17 +116,28 @@ def write_sweep(report: dict[str, Any], out: Path, name: str = "sweep") -> tuple
         lines.append("| " + " | ".join("" if row[c] is None else str(row[c]) for c in cols) + " |")
     benches = {n: r["bench"] for n, r in report["results"].items() if r.get("bench")}
     if benches:
-        lines += ["", "`ocrserve bench` against a configuration (the same synthetic PDF pages for every mode):", "",
-                  "| config | pages | pipeline pages/s | plain pages/s | ceiling pages/s | pipeline / ceiling | "
-                  "pipeline / plain | client CPU ms/page (pipeline) | stages sum ms/page | TTFT idle s |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "`ocrserve bench` against a configuration (the same synthetic PDF pages for every mode):",
+            "",
+            "| config | pages | pipeline pages/s | plain pages/s | ceiling pages/s | pipeline / ceiling | "
+            "pipeline / plain | client CPU ms/page (pipeline) | stages sum ms/page | TTFT idle s |",
+            "|---|---|---|---|---|---|---|---|---|---|",
+        ]
         for n, b in benches.items():
             lines.append("| " + " | ".join("" if v is None else str(v) for v in bench_row(n, b)) + " |")
-    lines += ["", "Server stage columns are vLLM's own per-request means over the load (/metrics deltas): "
-              "prefill = scheduled to first token (vision tower + prefill), decode = first to last token.", "",
-              "## Commands", ""]
+    lines += [
+        "",
+        "Server stage columns are vLLM's own per-request means over the load (/metrics deltas): "
+        "prefill = scheduled to first token (vision tower + prefill), decode = first to last token.",
+        "",
+        "## Commands",
+        "",
+    ]
     for rname, r in report["results"].items():
-        lines.append(f"- **{rname}**: `{r.get('serve_command') or ' '.join((r.get('plan') or {}).get('commands') or [])}`")
+        lines.append(
+            f"- **{rname}**: `{r.get('serve_command') or ' '.join((r.get('plan') or {}).get('commands') or [])}`"
+        )
         for c in r.get("vllm_commands") or (r.get("plan") or {}).get("commands") or []:
             lines.append(f"  - vllm: `{c}`")
     mp.write_text("\n".join(lines) + "\n")
@@ -98,6 +150,15 @@ def bench_row(name: str, b: dict[str, Any]) -> list[Any]:
     cpu = (m.get("pipeline") or {}).get("client_cpu_s_per_page")
     st = b.get("client_cpu_stages") or {}
     pages = next((v.get("pages") for v in m.values() if v.get("pages")), None)
-    return [name, pages, pps["pipeline"], pps["plain"], pps["ceiling"], ratios.get("pipeline_vs_ceiling"),
-            ratios.get("pipeline_vs_plain"), round(cpu * 1000, 1) if cpu is not None else None, st.get("total_mean_ms"),
-            (b.get("streaming_idle") or {}).get("ttft_median_s")]
+    return [
+        name,
+        pages,
+        pps["pipeline"],
+        pps["plain"],
+        pps["ceiling"],
+        ratios.get("pipeline_vs_ceiling"),
+        ratios.get("pipeline_vs_plain"),
+        round(cpu * 1000, 1) if cpu is not None else None,
+        st.get("total_mean_ms"),
+        (b.get("streaming_idle") or {}).get("ttft_median_s"),
+    ]

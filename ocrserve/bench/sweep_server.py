@@ -91,10 +91,19 @@ def bench_config(cfg: Any, endpoint: str, concurrency: int, max_tokens: int) -> 
     the same synthetic pages for each mode, so the ratios are taken side by side."""
     from ocrserve.bench.runner import run_bench
 
-    return run_bench(server=endpoint, synthetic=cfg.bench_pages, modes=list(cfg.bench_modes), model=cfg.profile,
-                     concurrency=concurrency, max_tokens=max_tokens, stream_probe=5, stage_pages=cfg.stage_pages,
-                     plain_pages=cfg.plain_pages,
-                     command=f"ocrserve bench --server {endpoint} --synthetic {cfg.bench_pages} --modes "
-                             f"{','.join(cfg.bench_modes)} --concurrency {concurrency} --max-tokens {max_tokens} "
-                             f"--model {cfg.profile} --stage-pages {cfg.stage_pages}"
-                             + (f" --plain-pages {cfg.plain_pages}" if cfg.plain_pages else "") + " (run by the sweep)")
+    return run_bench(
+        server=endpoint,
+        synthetic=cfg.bench_pages,
+        modes=list(cfg.bench_modes),
+        model=cfg.profile,
+        concurrency=concurrency,
+        max_tokens=max_tokens,
+        stream_probe=5,
+        stage_pages=cfg.stage_pages,
+        plain_pages=cfg.plain_pages,
+        command=f"ocrserve bench --server {endpoint} --synthetic {cfg.bench_pages} --modes "
+        f"{','.join(cfg.bench_modes)} --concurrency {concurrency} --max-tokens {max_tokens} "
+        f"--model {cfg.profile} --stage-pages {cfg.stage_pages}"
+        + (f" --plain-pages {cfg.plain_pages}" if cfg.plain_pages else "")
+        + " (run by the sweep)",
+    )

@@ -18,8 +18,14 @@ WORDS = (
     "indemnify shipment invoice balance equity dividend subsidiary segment forecast parameter"
 ).split()
 SIZES = [(612, 792), (595, 842), (612, 1008), (842, 595)]  # Letter, A4, Legal, A4 landscape
-FORMULAS = ["E = mc^2", "f(x) = a x^2 + b x + c", "sum_{i=1}^{n} x_i / n", "P(A|B) = P(B|A) P(A) / P(B)",
-            "int_0^1 x^2 dx = 1/3", "sigma^2 = E[(X - mu)^2]"]
+FORMULAS = [
+    "E = mc^2",
+    "f(x) = a x^2 + b x + c",
+    "sum_{i=1}^{n} x_i / n",
+    "P(A|B) = P(B|A) P(A) / P(B)",
+    "int_0^1 x^2 dx = 1/3",
+    "sigma^2 = E[(X - mu)^2]",
+]
 
 
 def _para(rng: random.Random, n: int) -> str:
@@ -128,8 +134,13 @@ def _make_pillow(path: Path, pages: int, seed: int, dpi: int = 150) -> Path:
         return _font(size)
 
     k = dpi / 72
-    fonts = {"title": font(int(16 * k)), "text": font(int(10 * k)), "cell": font(int(9 * k)),
-             "formula": font(int(12 * k)), "footer": font(int(8 * k))}
+    fonts = {
+        "title": font(int(16 * k)),
+        "text": font(int(10 * k)),
+        "cell": font(int(9 * k)),
+        "formula": font(int(12 * k)),
+        "footer": font(int(8 * k)),
+    }
     images = []
     for i in range(pages):
         rng = random.Random(seed * 1_000_003 + i)

@@ -38,12 +38,12 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def _root(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="debug logging"),
-    version: bool = typer.Option(False, "--version", "-V", callback=_print_version, is_eager=True,
-                                 help="print the version and exit"),
+    version: bool = typer.Option(
+        False, "--version", "-V", callback=_print_version, is_eager=True, help="print the version and exit"
+    ),
 ) -> None:
     logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.WARNING,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        level=logging.DEBUG if verbose else logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
 
 

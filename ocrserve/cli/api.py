@@ -11,22 +11,29 @@ import typer
 def register(app: typer.Typer) -> None:
     @app.command("api")
     def api(
-        server: str = typer.Option(None, "--server", help="OpenAI-compatible server (vLLM), e.g. http://localhost:8000/v1"),
-        engine: str = typer.Option(None, "--engine", help="lite, openai or hf (default: openai with --server, else lite)"),
+        server: str = typer.Option(
+            None, "--server", help="OpenAI-compatible server (vLLM), e.g. http://localhost:8000/v1"
+        ),
+        engine: str = typer.Option(
+            None, "--engine", help="lite, openai or hf (default: openai with --server, else lite)"
+        ),
         host: str = typer.Option("127.0.0.1", "--host", help="address to listen on"),
         port: int = typer.Option(8080, "--port", help="port to listen on"),
         data_dir: Path = typer.Option(None, "--data-dir", help="jobs database and files (default: OCRSERVE_DATA_DIR)"),
-        model: str = typer.Option(None, "--model", help="model profile: chandra-2, chandra-1 or a profile file "
-                                   "(default: OCRSERVE_MODEL, else chandra-2)"),
+        model: str = typer.Option(
+            None,
+            "--model",
+            help="model profile: chandra-2, chandra-1 or a profile file (default: OCRSERVE_MODEL, else chandra-2)",
+        ),
         api_key: str = typer.Option(None, "--api-key", help="API key of the engine server (not of this API)"),
     ) -> None:
         """Serve the OCR API: /v1/convert (sync, streaming), /v1/jobs, /metrics, /docs and a viewer at /."""
         from ocrserve.cli.extras import require
 
         require("api", "ocrserve api")
-        from ocrserve.engines import ENGINE_NAMES
         from ocrserve.api import run_api
         from ocrserve.api.auth import KeyFileError
+        from ocrserve.engines import ENGINE_NAMES
         from ocrserve.settings import get_settings
 
         if engine is not None and engine not in ENGINE_NAMES:

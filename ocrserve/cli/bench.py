@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from typer.core import TyperGroup
@@ -23,33 +23,60 @@ class _RunByDefault(TyperGroup):
 
 
 def register(app: typer.Typer) -> None:
-    group = typer.Typer(cls=_RunByDefault, add_completion=False,
-                        help="Benchmark a server: ocrserve's pipeline, a plain client, the engine's ceiling; "
-                             "`ocrserve bench sweep`: serving configurations.")
+    group = typer.Typer(
+        cls=_RunByDefault,
+        add_completion=False,
+        help="Benchmark a server: ocrserve's pipeline, a plain client, the engine's ceiling; "
+        "`ocrserve bench sweep`: serving configurations.",
+    )
     app.add_typer(group, name="bench")
 
     @group.command("run")
     def bench(
-        corpus: Optional[str] = typer.Argument(None, help="folder or PDF file of pages (or use --synthetic N)"),
+        corpus: str | None = typer.Argument(None, help="folder or PDF file of pages (or use --synthetic N)"),
         server: str = typer.Option(..., "--server", help="OpenAI-compatible server URL (vLLM)"),
-        synthetic: Optional[int] = typer.Option(None, "--synthetic", help="N distinct generated pages instead of a corpus"),
-        modes: str = typer.Option("pipeline,plain,ceiling,stages", "--modes",
-                                  help="comma-separated: pipeline, plain, ceiling, stages (client CPU per stage)"),
-        model: Optional[str] = typer.Option(None, "--model", "-m", help="model profile: chandra-2, chandra-1 or a profile "
-                                            "file (default: what the server serves, else chandra-2)"),
+        synthetic: int | None = typer.Option(
+            None, "--synthetic", help="N distinct generated pages instead of a corpus"
+        ),
+        modes: str = typer.Option(
+            "pipeline,plain,ceiling,stages",
+            "--modes",
+            help="comma-separated: pipeline, plain, ceiling, stages (client CPU per stage)",
+        ),
+        model: str | None = typer.Option(
+            None,
+            "--model",
+            "-m",
+            help="model profile: chandra-2, chandra-1 or a profile "
+            "file (default: what the server serves, else chandra-2)",
+        ),
         concurrency: int = typer.Option(128, "--concurrency", "-c", help="requests in flight (pipeline and ceiling)"),
-        plain_batch: int = typer.Option(28, "--plain-batch", help="the plain client's batch (Chandra CLI: 28; 1 = sequential)"),
+        plain_batch: int = typer.Option(
+            28, "--plain-batch", help="the plain client's batch (Chandra CLI: 28; 1 = sequential)"
+        ),
         max_tokens: int = typer.Option(1024, "--max-tokens", help="output tokens per page"),
-        ignore_eos: bool = typer.Option(True, "--ignore-eos/--no-ignore-eos", help="fix the output length (weightless models)"),
-        api_key: Optional[str] = typer.Option(None, "--api-key", help="API key for the server (default: OCRSERVE_API_KEY)"),
-        stream_probe: int = typer.Option(5, "--stream-probe", help="pages streamed one by one on the idle server (0 = skip)"),
-        gpu_peak_tflops: Optional[float] = typer.Option(None, "--gpu-peak-tflops", help="GPU bf16 dense peak for MFU"),
+        ignore_eos: bool = typer.Option(
+            True, "--ignore-eos/--no-ignore-eos", help="fix the output length (weightless models)"
+        ),
+        api_key: str | None = typer.Option(
+            None, "--api-key", help="API key for the server (default: OCRSERVE_API_KEY)"
+        ),
+        stream_probe: int = typer.Option(
+            5, "--stream-probe", help="pages streamed one by one on the idle server (0 = skip)"
+        ),
+        gpu_peak_tflops: float | None = typer.Option(None, "--gpu-peak-tflops", help="GPU bf16 dense peak for MFU"),
         seed: int = typer.Option(0, "--seed", help="synthetic corpus seed"),
-        stage_pages: int = typer.Option(40, "--stage-pages", min=1, help="pages of the client CPU split (stages mode), one at a time"),
-        plain_pages: Optional[int] = typer.Option(None, "--plain-pages", min=1,
-                                                  help="the plain mode sends only the corpus's first N pages (it is the slow one)"),
+        stage_pages: int = typer.Option(
+            40, "--stage-pages", min=1, help="pages of the client CPU split (stages mode), one at a time"
+        ),
+        plain_pages: int | None = typer.Option(
+            None,
+            "--plain-pages",
+            min=1,
+            help="the plain mode sends only the corpus's first N pages (it is the slow one)",
+        ),
         out: Path = typer.Option(Path("bench/results"), "--out", help="folder for the JSON and Markdown report"),
-        name: Optional[str] = typer.Option(None, "--name", help="report name (default: bench-<timestamp>)"),
+        name: str | None = typer.Option(None, "--name", help="report name (default: bench-<timestamp>)"),
     ) -> None:
         """Measure pages/s, latency, time to first block, client CPU and GPU memory against a live server
         (`ocrserve bench` with no subcommand runs this; `ocrserve bench sweep --help`: the serving sweep)."""
@@ -62,12 +89,25 @@ def register(app: typer.Typer) -> None:
         name = name or time.strftime("bench-%Y%m%d-%H%M%S")
         command = "ocrserve " + " ".join(shlex.quote(a) for a in sys.argv[1:])
         try:
-            report = run_bench(server=server, corpus=corpus, synthetic=synthetic, modes=mode_list, model=model,
-                               concurrency=concurrency, plain_batch=plain_batch, max_tokens=max_tokens,
-                               ignore_eos=ignore_eos, api_key=api_key or get_settings().api_key, stream_probe=stream_probe,
-                               gpu_peak_tflops=gpu_peak_tflops, seed=seed, command=command, stage_pages=stage_pages,
-                               plain_pages=plain_pages,
-                               on_partial=lambda rep: write_report(rep, out, name))
+            report = run_bench(
+                server=server,
+                corpus=corpus,
+                synthetic=synthetic,
+                modes=mode_list,
+                model=model,
+                concurrency=concurrency,
+                plain_batch=plain_batch,
+                max_tokens=max_tokens,
+                ignore_eos=ignore_eos,
+                api_key=api_key or get_settings().api_key,
+                stream_probe=stream_probe,
+                gpu_peak_tflops=gpu_peak_tflops,
+                seed=seed,
+                command=command,
+                stage_pages=stage_pages,
+                plain_pages=plain_pages,
+                on_partial=lambda rep: write_report(rep, out, name),
+            )
         except ValueError as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(2) from None
@@ -77,28 +117,48 @@ def register(app: typer.Typer) -> None:
 
     @group.command("sweep")
     def sweep(
-        spec: Optional[Path] = typer.Option(None, "--spec", help="sweep spec (JSON, bench/sweeps/); with --scaling, "
-                                            "its first config is the base"),
-        scaling: Optional[int] = typer.Option(None, "--scaling", min=1, help="compare dp replicas 1..N and the "
-                                              "encoder/decoder split on N GPUs"),
-        only: Optional[str] = typer.Option(None, "--only", help="comma-separated config names to run (in the spec's order)"),
-        model: Optional[str] = typer.Option(None, "--model", envvar="CHANDRA1_SHAPE",
-                                            help="model folder (default: $CHANDRA1_SHAPE, else each config's profile)"),
+        spec: Path | None = typer.Option(
+            None, "--spec", help="sweep spec (JSON, bench/sweeps/); with --scaling, its first config is the base"
+        ),
+        scaling: int | None = typer.Option(
+            None, "--scaling", min=1, help="compare dp replicas 1..N and the encoder/decoder split on N GPUs"
+        ),
+        only: str | None = typer.Option(
+            None, "--only", help="comma-separated config names to run (in the spec's order)"
+        ),
+        model: str | None = typer.Option(
+            None,
+            "--model",
+            envvar="CHANDRA1_SHAPE",
+            help="model folder (default: $CHANDRA1_SHAPE, else each config's profile)",
+        ),
         out: Path = typer.Option(Path("bench-out"), "--out", envvar="OUT", help="folder for NAME.json and NAME.md"),
         name: str = typer.Option("sweep", "--name", help="report name"),
-        work: Optional[Path] = typer.Option(None, "--work", help="logs and assembled model folders (default: a temp folder)"),
-        overlap: int = typer.Option(1, "--overlap", min=1, help="servers alive at once (the next starts while one is measured)"),
-        pages: Optional[int] = typer.Option(None, "--pages", min=1, help="override the spec's page count"),
-        max_tokens: Optional[int] = typer.Option(None, "--max-tokens", min=1, help="override the spec's output length"),
+        work: Path | None = typer.Option(
+            None, "--work", help="logs and assembled model folders (default: a temp folder)"
+        ),
+        overlap: int = typer.Option(
+            1, "--overlap", min=1, help="servers alive at once (the next starts while one is measured)"
+        ),
+        pages: int | None = typer.Option(None, "--pages", min=1, help="override the spec's page count"),
+        max_tokens: int | None = typer.Option(None, "--max-tokens", min=1, help="override the spec's output length"),
         port: int = typer.Option(8100, "--port", help="first server's port"),
-        gpu_memory_gib: Optional[float] = typer.Option(None, "--gpu-memory-gib",
-                                                       help="plan for this much GPU memory (no nvidia-smi needed)"),
-        vllm_bin: Optional[str] = typer.Option(None, "--vllm-bin", help="vllm executable for ocrserve serve (tests: a stand-in)"),
+        gpu_memory_gib: float | None = typer.Option(
+            None, "--gpu-memory-gib", help="plan for this much GPU memory (no nvidia-smi needed)"
+        ),
+        vllm_bin: str | None = typer.Option(
+            None, "--vllm-bin", help="vllm executable for ocrserve serve (tests: a stand-in)"
+        ),
         startup_timeout: float = typer.Option(600, "--startup-timeout", help="seconds a server may take to start"),
-        deadline_s: Optional[float] = typer.Option(None, "--deadline-s", help="start no configuration later than this "
-                                                   "many seconds minus --config-budget-s"),
-        config_budget_s: float = typer.Option(150, "--config-budget-s", help="seconds one configuration is expected to take"),
-        dry_run: bool = typer.Option(False, "--dry-run", help="plan every configuration, print the commands, start nothing"),
+        deadline_s: float | None = typer.Option(
+            None, "--deadline-s", help="start no configuration later than this many seconds minus --config-budget-s"
+        ),
+        config_budget_s: float = typer.Option(
+            150, "--config-budget-s", help="seconds one configuration is expected to take"
+        ),
+        dry_run: bool = typer.Option(
+            False, "--dry-run", help="plan every configuration, print the commands, start nothing"
+        ),
     ) -> None:
         """Start `ocrserve serve` in each configuration of a spec in turn and measure each with the same distinct
         pages at a fixed output length (pages/s, p50/p95, peak GPU memory, vision+prefill alone, vLLM's stage
@@ -118,9 +178,21 @@ def register(app: typer.Typer) -> None:
             logging.getLogger("ocrserve.bench").setLevel(logging.INFO)
         work = work or Path(tempfile.mkdtemp(prefix="ocrserve-sweep-"))
         work.mkdir(parents=True, exist_ok=True)
-        runner = Sweep(the_spec, out, model=model, work=work, port=port, overlap=overlap, gpu_memory_gib=gpu_memory_gib,
-                       vllm_bin=vllm_bin, startup_timeout=startup_timeout, deadline_s=deadline_s,
-                       config_budget_s=config_budget_s, name=name, command="ocrserve " + shlex.join(sys.argv[1:]))
+        runner = Sweep(
+            the_spec,
+            out,
+            model=model,
+            work=work,
+            port=port,
+            overlap=overlap,
+            gpu_memory_gib=gpu_memory_gib,
+            vllm_bin=vllm_bin,
+            startup_timeout=startup_timeout,
+            deadline_s=deadline_s,
+            config_budget_s=config_budget_s,
+            name=name,
+            command="ocrserve " + shlex.join(sys.argv[1:]),
+        )
         report = runner.dry_run() if dry_run else runner.run()
         for row in table_rows(report):
             typer.echo(str({k: v for k, v in row.items() if v not in (None, "")}))

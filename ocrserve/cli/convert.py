@@ -36,8 +36,13 @@ class _Display:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
             self.bar = Progress(
-                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("{task.fields[rate]}"), TimeRemainingColumn(), console=self.console, transient=False,
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[rate]}"),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=False,
             )
             self.docs_task = self.bar.add_task("documents", total=None, rate="")
             self.pages_task = self.bar.add_task("pages", total=0, rate="")
@@ -72,12 +77,25 @@ class _Display:
             if self.bar:
                 self.bar.update(self.docs_task, advance=1)
             if self.json_log:
-                self._json(event="doc_done", name=r.name, path=r.path, status=r.status, error=r.error,
-                           pages=r.pages, pages_failed=r.pages_failed, pages_fallback=r.pages_fallback,
-                           output=str(r.output) if r.output else None)
+                self._json(
+                    event="doc_done",
+                    name=r.name,
+                    path=r.path,
+                    status=r.status,
+                    error=r.error,
+                    pages=r.pages,
+                    pages_failed=r.pages_failed,
+                    pages_fallback=r.pages_fallback,
+                    output=str(r.output) if r.output else None,
+                )
             elif not self.quiet and not self.bar:
                 extra = f" ({r.error})" if r.error else ""
-                self.console.print(f"[{self.docs_done}/{self.docs_total}] {r.status}: {r.path}{extra}", markup=False, highlight=False, soft_wrap=True)
+                self.console.print(
+                    f"[{self.docs_done}/{self.docs_total}] {r.status}: {r.path}{extra}",
+                    markup=False,
+                    highlight=False,
+                    soft_wrap=True,
+                )
 
     def close(self) -> None:
         if self.bar:
@@ -159,12 +177,22 @@ def _run(inputs: list[str], options: Any, display: _Display) -> Any:
 # the command line's own options (how a run shows its progress), declared here once; the conversion's
 # options are built from what ConvertOptions declares (ocrserve/cli/declared.py)
 _KW = inspect.Parameter.KEYWORD_ONLY
-INPUTS = inspect.Parameter("inputs", _KW, annotation=list[str], default=typer.Argument(
-    ..., help="files, folders (recursive), globs, or - to read paths from stdin"))
+INPUTS = inspect.Parameter(
+    "inputs",
+    _KW,
+    annotation=list[str],
+    default=typer.Argument(..., help="files, folders (recursive), globs, or - to read paths from stdin"),
+)
 CLI_ONLY = [
-    inspect.Parameter("json_log", _KW, annotation=bool, default=typer.Option(
-        False, "--json-log", help="JSON lines on stdout instead of a progress bar")),
-    inspect.Parameter("quiet", _KW, annotation=bool, default=typer.Option(False, "--quiet", "-q", help="no progress output")),
+    inspect.Parameter(
+        "json_log",
+        _KW,
+        annotation=bool,
+        default=typer.Option(False, "--json-log", help="JSON lines on stdout instead of a progress bar"),
+    ),
+    inspect.Parameter(
+        "quiet", _KW, annotation=bool, default=typer.Option(False, "--quiet", "-q", help="no progress output")
+    ),
 ]
 
 
@@ -203,9 +231,21 @@ def register(app: typer.Typer, options_model: type[ConvertOptions] | None = None
             raise typer.Exit(2) from None
         display.close()
         if json_log:
-            print(json.dumps({"event": "run_done", "documents": summary.documents, "finished": len(summary.results),
-                              "left": summary.left, "counts": summary.counts(), "pages": summary.pages,
-                              "elapsed_s": round(summary.elapsed_s, 3), "interrupted": summary.interrupted}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "event": "run_done",
+                        "documents": summary.documents,
+                        "finished": len(summary.results),
+                        "left": summary.left,
+                        "counts": summary.counts(),
+                        "pages": summary.pages,
+                        "elapsed_s": round(summary.elapsed_s, 3),
+                        "interrupted": summary.interrupted,
+                    }
+                ),
+                flush=True,
+            )
         elif not quiet:
             typer.echo(summary_line(summary, output), err=True)
         if summary.failed:

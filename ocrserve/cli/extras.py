@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from typing import Callable
-
-from ocrserve.errors import OcrserveError
+from collections.abc import Callable
 
 import typer
+
+from ocrserve.errors import OcrserveError
 
 # the extras of pyproject.toml and the modules that tell whether one is installed
 EXTRAS: dict[str, tuple[str, ...]] = {
@@ -23,8 +23,13 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "mcp": ("mcp",),
 }
 # a module of an extra that is not named in EXTRAS (pulled in by one that is)
-_ALSO = {"python_multipart": "api", "starlette": "api", "huggingface_hub": "hf", "safetensors": "hf",
-         "mcp_types": "mcp"}
+_ALSO = {
+    "python_multipart": "api",
+    "starlette": "api",
+    "huggingface_hub": "hf",
+    "safetensors": "hf",
+    "mcp_types": "mcp",
+}
 
 
 def install_hint(extra: str) -> str:

@@ -9,9 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-
-_NAMES = {"str": "TEXT", "text": "TEXT", "int": "INTEGER", "integer": "INTEGER", "float": "FLOAT",
-          "path": "PATH", "bool": "BOOLEAN", "boolean": "BOOLEAN"}
+_NAMES = {
+    "str": "TEXT",
+    "text": "TEXT",
+    "int": "INTEGER",
+    "integer": "INTEGER",
+    "float": "FLOAT",
+    "path": "PATH",
+    "bool": "BOOLEAN",
+    "boolean": "BOOLEAN",
+}
 
 
 def _is_flag(p: Any) -> bool:
@@ -60,6 +67,7 @@ def plain_help(cmd: Any) -> Any:
             p.metavar = "" if _is_flag(p) else _value_metavar(p)
     get_help_option = getattr(cmd, "get_help_option", None)
     if get_help_option is not None:
+
         def _help_option(ctx: Any, _get: Any = get_help_option) -> Any:
             opt = _get(ctx)
             if opt is not None and opt.metavar is None:

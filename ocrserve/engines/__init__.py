@@ -12,11 +12,38 @@ from __future__ import annotations
 from ocrserve.engines.base import PIPELINE_OPTIONS, Engine, EngineError, EngineOptions, EngineResult, PageInput
 from ocrserve.engines.fallback import FallbackEngine
 from ocrserve.engines.registry import (
-    ENGINE_NAMES, FALLBACK_ENGINE, create_engine, create_fallback, engine_class, engine_classes, engine_for,
-    engine_names, option_names, register_engine, resolve_options, unregister_engine,
+    ENGINE_NAMES,
+    FALLBACK_ENGINE,
+    create_engine,
+    create_fallback,
+    engine_class,
+    engine_classes,
+    engine_for,
+    engine_names,
+    option_names,
+    register_engine,
+    resolve_options,
+    unregister_engine,
 )
 
-__all__ = ["Engine", "EngineError", "EngineOptions", "EngineResult", "FallbackEngine", "PageInput", "create_engine",
-           "create_fallback", "engine_class", "engine_classes", "engine_for", "engine_names", "option_names",
-           "register_engine", "resolve_options", "unregister_engine", "ENGINE_NAMES", "FALLBACK_ENGINE",
-           "PIPELINE_OPTIONS"]
+__all__ = [
+    "Engine",
+    "EngineError",
+    "EngineOptions",
+    "EngineResult",
+    "FallbackEngine",
+    "PageInput",
+    "create_engine",
+    "create_fallback",
+    "engine_class",
+    "engine_classes",
+    "engine_for",
+    "engine_names",
+    "option_names",
+    "register_engine",
+    "resolve_options",
+    "unregister_engine",
+    "ENGINE_NAMES",
+    "FALLBACK_ENGINE",
+    "PIPELINE_OPTIONS",
+]

@@ -51,16 +51,16 @@ class PageInput:
     ) -> None:
         if image is None and png is None:
             raise ValueError("PageInput needs an image or its PNG bytes")
-        self.doc_id = doc_id                # stable id of the document within a run
-        self.index = index                  # page index in the source, from 0
-        self._image = image                 # page image sized for the model (pixel budget, patch grid)
+        self.doc_id = doc_id  # stable id of the document within a run
+        self.index = index  # page index in the source, from 0
+        self._image = image  # page image sized for the model (pixel budget, patch grid)
         self.width = width or float(image_size[0] if image_size else image.width)  # original page size
         self.height = height or float(image_size[1] if image_size else image.height)
-        self.unit = unit                    # "pt" for PDF pages, "px" for images
-        self.source_path = source_path      # the source file (lite reads a PDF's text layer from it)
-        self.source_type = source_type      # pdf, png, jpeg, ...
-        self.password = password            # PDF password, if any
-        self.png = png                      # the image PNG-encoded (level 1)
+        self.unit = unit  # "pt" for PDF pages, "px" for images
+        self.source_path = source_path  # the source file (lite reads a PDF's text layer from it)
+        self.source_type = source_type  # pdf, png, jpeg, ...
+        self.password = password  # PDF password, if any
+        self.png = png  # the image PNG-encoded (level 1)
         self.render_s = render_s
         self.image_size = image_size or (image.size if image is not None else None)
 
@@ -105,13 +105,13 @@ class EngineResult:
     ok: bool = True
     engine: str = ""
     attempts: int = 1
-    finish_reason: str | None = None   # stop, length, loop, error
+    finish_reason: str | None = None  # stop, length, loop, error
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
-    error: str | None = None           # why the engine gave up (ok=False), or the last retried problem
+    error: str | None = None  # why the engine gave up (ok=False), or the last retried problem
     elapsed_s: float = 0.0
     extra: dict = field(default_factory=dict)
-    rescued: bool = False              # the fallback's answer for a page the engine gave up on (error: the engine's)
+    rescued: bool = False  # the fallback's answer for a page the engine gave up on (error: the engine's)
 
 
 def engine_error(engine_name: str, e: BaseException) -> EngineResult:
@@ -139,8 +139,10 @@ class EngineOptions(BaseModel):
         for an unknown one, the options the engine takes)."""
         unknown = sorted(k for k in values if k not in cls.model_fields)
         if unknown:
-            raise EngineError(f"engine {engine!r} does not take option(s) {', '.join(repr(k) for k in unknown)}"
-                              f" (it takes: {', '.join(sorted(cls.model_fields)) or 'none'})")
+            raise EngineError(
+                f"engine {engine!r} does not take option(s) {', '.join(repr(k) for k in unknown)}"
+                f" (it takes: {', '.join(sorted(cls.model_fields)) or 'none'})"
+            )
         try:
             return cls(**values)
         except ValidationError as e:
@@ -211,14 +213,14 @@ class Engine(abc.ABC):
         """How many pages this engine wants in flight at once (the pipeline's concurrency)."""
         return 1
 
-    async def preflight(self) -> None:
+    async def preflight(self) -> None:  # noqa: B027 - an optional hook: by default nothing to check
         """Raise EngineError when the engine cannot work at all (server down, key refused); default: nothing."""
 
     async def check(self) -> bool:
         """Whether the engine can take pages now (the service's readiness); default: yes."""
         return True
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - an optional hook: by default nothing to release
         """Release what the engine holds (clients, processes); default: nothing."""
 
 

@@ -30,17 +30,24 @@ def data_url(data: bytes, mime: str | None = None) -> str:
 
 def messages(image_url: str, prompt: str) -> list[dict[str, Any]]:
     """The conversation: one user turn, the image first, then the prompt."""
-    return [{
-        "role": "user",
-        "content": [
-            {"type": "image_url", "image_url": {"url": image_url}},
-            {"type": "text", "text": prompt},
-        ],
-    }]
+    return [
+        {
+            "role": "user",
+            "content": [{"type": "image_url", "image_url": {"url": image_url}}, {"type": "text", "text": prompt}],
+        }
+    ]
 
 
-def body(model: str, image_url: str, prompt: str, sampling: Sampling, max_tokens: int | None = None, *,
-         stream: bool = False, ignore_eos: bool = False) -> dict[str, Any]:
+def body(
+    model: str,
+    image_url: str,
+    prompt: str,
+    sampling: Sampling,
+    max_tokens: int | None = None,
+    *,
+    stream: bool = False,
+    ignore_eos: bool = False,
+) -> dict[str, Any]:
     """The chat-completions request body (max_tokens: the sampling's unless given)."""
     out: dict[str, Any] = {
         "model": model,
@@ -70,8 +77,15 @@ class BodyTemplate:
         key = (model, sampling.temperature, sampling.top_p, max_tokens, stream, mime)
         tpl = self._cache.get(key)
         if tpl is None:
-            b = body(model, f"data:{mime};base64,{_IMG_MARK}", self.prompt, sampling, max_tokens,
-                     stream=stream, ignore_eos=self.ignore_eos)
+            b = body(
+                model,
+                f"data:{mime};base64,{_IMG_MARK}",
+                self.prompt,
+                sampling,
+                max_tokens,
+                stream=stream,
+                ignore_eos=self.ignore_eos,
+            )
             text = json.dumps(b, ensure_ascii=False).encode("utf-8")
             head, _, tail = text.partition(_IMG_MARK.encode())
             tpl = self._cache[key] = (head, tail)

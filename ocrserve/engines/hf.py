@@ -32,14 +32,19 @@ from pathlib import Path
 from typing import Any
 
 from PIL import Image
-
 from pydantic import Field
 
 from ocrserve.engines.base import DeltaCallback, Engine, EngineError, EngineOptions, EngineResult, PageInput
 from ocrserve.engines.deltas import ThreadDeltas
 from ocrserve.engines.hf_generate import Generated, HFGeneration, Request
 from ocrserve.engines.hf_load import (
-    IMAGE_TOKEN, import_torch, model_class, read_chat_template, resolve_checkpoint, resolve_device, resolve_dtype,
+    IMAGE_TOKEN,
+    import_torch,
+    model_class,
+    read_chat_template,
+    resolve_checkpoint,
+    resolve_device,
+    resolve_dtype,
     stop_token_ids,
 )
 from ocrserve.engines.policy import Ladder
@@ -60,10 +65,16 @@ class HFOptions(EngineOptions):
     max_retries: int | None = Field(None, ge=0, description="retries of a looping answer (unset: the profile's)")
     batch_wait_ms: float = Field(5.0, ge=0, description="how long an idle engine waits for more pages to batch")
     ignore_eos: bool = Field(False, description="benchmarks: always generate max_tokens, retry nothing")
-    random_weights: bool = Field(False, description="benchmarks: weights drawn at random from the config (none "
-                                 "on disk, like vLLM's --load-format dummy)")
-    static_cache: bool = Field(False, description="a preallocated KV cache, with which transformers compiles the "
-                               "decoding step on CUDA (torch.compile; the first batch of each size compiles)")
+    random_weights: bool = Field(
+        False,
+        description="benchmarks: weights drawn at random from the config (none "
+        "on disk, like vLLM's --load-format dummy)",
+    )
+    static_cache: bool = Field(
+        False,
+        description="a preallocated KV cache, with which transformers compiles the "
+        "decoding step on CUDA (torch.compile; the first batch of each size compiles)",
+    )
 
 
 @register_engine
@@ -96,8 +107,12 @@ class HFEngine(HFGeneration, Engine):
         self._load(folder, random_weights)
         log.info(
             "hf engine: %s (%s) on %s as %s, batch size %d, loaded in %.1f s",
-            self.checkpoint, self.model_type, self.device, str(self.dtype).removeprefix("torch."),
-            batch_size, time.perf_counter() - t0,
+            self.checkpoint,
+            self.model_type,
+            self.device,
+            str(self.dtype).removeprefix("torch."),
+            batch_size,
+            time.perf_counter() - t0,
         )
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hf-generate")
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -117,14 +132,19 @@ class HFEngine(HFGeneration, Engine):
         if self.model_type != self.profile.architecture:
             log.warning(
                 "checkpoint %s is a %r model, profile %s expects %r",
-                self.checkpoint, self.model_type, self.profile.name, self.profile.architecture,
+                self.checkpoint,
+                self.model_type,
+                self.profile.name,
+                self.profile.architecture,
             )
         cls = model_class(self.model_type)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(folder)
             self.image_processor = AutoImageProcessor.from_pretrained(folder)
         except (OSError, ValueError) as exc:
-            raise EngineError(f"checkpoint {self.checkpoint!r}: cannot load its tokenizer or image processor ({exc})") from exc
+            raise EngineError(
+                f"checkpoint {self.checkpoint!r}: cannot load its tokenizer or image processor ({exc})"
+            ) from exc
         self.tokenizer.padding_side = "left"
         self.chat_template = self.tokenizer.chat_template or read_chat_template(folder)
         if not self.chat_template:
@@ -142,7 +162,9 @@ class HFEngine(HFGeneration, Engine):
             else:
                 model = cls.from_pretrained(folder, dtype=self.dtype, device_map=self.device)
         except torch.OutOfMemoryError as exc:
-            raise EngineError(f"checkpoint {self.checkpoint!r} does not fit in {self.device} memory as {self.dtype}") from exc
+            raise EngineError(
+                f"checkpoint {self.checkpoint!r} does not fit in {self.device} memory as {self.dtype}"
+            ) from exc
         except (OSError, ValueError) as exc:
             raise EngineError(f"checkpoint {self.checkpoint!r}: cannot load the model ({exc})") from exc
         self.model = model.eval()
@@ -168,7 +190,7 @@ class HFEngine(HFGeneration, Engine):
             self._task.cancel()
             try:
                 await self._task
-            except (asyncio.CancelledError, Exception):
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down: its end is all we wait for
                 pass
         self._task = None
         self._executor.shutdown(wait=True)
@@ -181,7 +203,7 @@ class HFEngine(HFGeneration, Engine):
         ladder.extra.update(completion_tokens_per_attempt=completions, batch_sizes=batches)
         try:
             image = page.image.convert("RGB")
-        except Exception as exc:  # a page we cannot even decode: fail it, never raise
+        except Exception as exc:  # noqa: BLE001 - a page we cannot even decode fails, never raises
             return ladder.failed(f"cannot read the page image: {exc}")
         deltas = ThreadDeltas(asyncio.get_running_loop(), on_delta) if on_delta is not None else None
         try:
@@ -213,9 +235,13 @@ class HFEngine(HFGeneration, Engine):
     async def _attempt(self, image: Image.Image, sampling: Sampling, deltas: ThreadDeltas | None) -> Generated:
         loop = asyncio.get_running_loop()
         self._ensure_batcher(loop)
-        request = Request(image=image, sampling=sampling, future=loop.create_future(),
-                           sink=deltas.sink if deltas is not None else None,
-                           restart=deltas.restart if deltas is not None else None)
+        request = Request(
+            image=image,
+            sampling=sampling,
+            future=loop.create_future(),
+            sink=deltas.sink if deltas is not None else None,
+            restart=deltas.restart if deltas is not None else None,
+        )
         self._queue.put_nowait(request)
         return await request.future
 
@@ -245,7 +271,7 @@ class HFEngine(HFGeneration, Engine):
                     break
                 try:
                     pending.append(await asyncio.wait_for(queue.get(), remaining))
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     break
             key = pending[0].key
             batch = [r for r in pending if r.key == key][: self.batch_size]

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from PIL import Image
 
@@ -26,7 +27,7 @@ class Generated:
     completion_tokens: int = 0
     finish_reason: str = "error"  # stop, length, error
     error: str | None = None
-    batch: int = 0                # pages in the generate() call that made it
+    batch: int = 0  # pages in the generate() call that made it
     oom: list[int] | None = None  # sizes of the batches with this page that ran out of memory first
 
 
@@ -88,7 +89,7 @@ class BatchStreamer:
         text = self.tokenizer.decode(self.cache[i], skip_special_tokens=True, clean_up_tokenization_spaces=False)
         if text.endswith("\ufffd") and not final:
             return
-        delta = text[self.printed[i]:]
+        delta = text[self.printed[i] :]
         if delta:
             self.sinks[i](delta)
         self.printed[i] = len(text)
@@ -112,7 +113,7 @@ class HFGeneration:
         grid = vision["image_grid_thw"]
         texts = []
         for i in range(len(images)):
-            n = int(grid[i].prod()) // (self.merge_size ** 2)
+            n = int(grid[i].prod()) // (self.merge_size**2)
             texts.append(text.replace(IMAGE_TOKEN, IMAGE_TOKEN * n))
         tokens = self.tokenizer(texts, padding=True, return_tensors="pt", add_special_tokens=False)
         inputs = {"input_ids": tokens["input_ids"], "attention_mask": tokens["attention_mask"], **vision}
@@ -129,7 +130,7 @@ class HFGeneration:
     def _generation_config(self, sampling: Sampling, n_tokens: int):
         from transformers import GenerationConfig
 
-        kwargs: dict[str, Any] = dict(max_new_tokens=n_tokens, eos_token_id=self.eos_ids, pad_token_id=self.pad_id)
+        kwargs: dict[str, Any] = {"max_new_tokens": n_tokens, "eos_token_id": self.eos_ids, "pad_token_id": self.pad_id}
         if sampling.temperature > 0:
             kwargs.update(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p)
         else:
@@ -163,8 +164,13 @@ class HFGeneration:
                 else:
                     size = n // 2  # n >= 2 here
                     self.batch_size = min(self.batch_size, size)
-                    log.warning("hf engine: out of memory at batch size %d; running those pages again %d at a "
-                                "time (batch size now %d)", n, size, self.batch_size)
+                    log.warning(
+                        "hf engine: out of memory at batch size %d; running those pages again %d at a "
+                        "time (batch size now %d)",
+                        n,
+                        size,
+                        self.batch_size,
+                    )
                     todo = chunk + todo
                     continue
             for r, gen in zip(chunk, done):
@@ -198,11 +204,15 @@ class HFGeneration:
             end = next((j for j, tok in enumerate(row) if tok in eos), None)
             toks = row if end is None else row[:end]
             text = self.tokenizer.decode(toks, skip_special_tokens=True, clean_up_tokenization_spaces=False)
-            results.append(Generated(
-                text=text, prompt_tokens=int(prompt_tokens[i]),
-                completion_tokens=len(toks) + (0 if end is None else 1),
-                finish_reason="stop" if end is not None else "length", batch=n,
-            ))
+            results.append(
+                Generated(
+                    text=text,
+                    prompt_tokens=int(prompt_tokens[i]),
+                    completion_tokens=len(toks) + (0 if end is None else 1),
+                    finish_reason="stop" if end is not None else "length",
+                    batch=n,
+                )
+            )
         return results
 
     def _free_memory(self) -> None:
@@ -214,9 +224,11 @@ class HFGeneration:
 
     def _single_page_oom(self, request: Request) -> str:
         w, h = request.image.size
-        return (f"out of memory on {self.device} generating a single page (batch size 1, page image {w}x{h} px, "
-                f"max_tokens={request.sampling.max_tokens}): the page does not fit; use a smaller page image "
-                "(profile max_pixels), a lower max_tokens or a device with more memory")
+        return (
+            f"out of memory on {self.device} generating a single page (batch size 1, page image {w}x{h} px, "
+            f"max_tokens={request.sampling.max_tokens}): the page does not fit; use a smaller page image "
+            "(profile max_pixels), a lower max_tokens or a device with more memory"
+        )
 
 
 class OutOfMemory(Exception):

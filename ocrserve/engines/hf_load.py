@@ -12,16 +12,18 @@ from typing import Any
 from ocrserve.engines.base import EngineError
 
 # model_type -> the transformers class that runs it (anything else: AutoModelForImageTextToText)
-MODEL_CLASSES = {
-    "qwen3_vl": "Qwen3VLForConditionalGeneration",
-    "qwen3_5": "Qwen3_5ForConditionalGeneration",
-}
+MODEL_CLASSES = {"qwen3_vl": "Qwen3VLForConditionalGeneration", "qwen3_5": "Qwen3_5ForConditionalGeneration"}
 # files a checkpoint download fetches (weights, configs, tokenizer, templates)
 HUB_PATTERNS = ["*.json", "*.safetensors", "*.jinja", "*.txt", "*.model", "*.tiktoken"]
 DTYPES = {
-    "bf16": "bfloat16", "bfloat16": "bfloat16",
-    "fp16": "float16", "float16": "float16", "half": "float16",
-    "fp32": "float32", "float32": "float32", "float": "float32",
+    "bf16": "bfloat16",
+    "bfloat16": "bfloat16",
+    "fp16": "float16",
+    "float16": "float16",
+    "half": "float16",
+    "fp32": "float32",
+    "float32": "float32",
+    "float": "float32",
 }
 IMAGE_TOKEN = "<|image_pad|>"
 # what a Hub id looks like (anything else is taken for a local path)
@@ -52,7 +54,9 @@ def resolve_device(device: str | None) -> str:
     if kind == "cuda":
         if not torch.cuda.is_available():
             why = "this torch build has no CUDA support" if torch.version.cuda is None else "no CUDA GPU is visible"
-            raise EngineError(f"device {device!r} is not available: {why} (torch {torch.__version__}); use --device cpu")
+            raise EngineError(
+                f"device {device!r} is not available: {why} (torch {torch.__version__}); use --device cpu"
+            )
         if index and (not index.isdigit() or int(index) >= torch.cuda.device_count()):
             raise EngineError(f"device {device!r} does not exist: {torch.cuda.device_count()} CUDA device(s) visible")
         return device
@@ -80,7 +84,10 @@ def resolve_dtype(dtype: Any, device: str):
 
 
 def _offline() -> bool:
-    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on") for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    return any(
+        os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+        for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
 
 
 def resolve_checkpoint(checkpoint: str) -> Path:
@@ -97,26 +104,39 @@ def resolve_checkpoint(checkpoint: str) -> Path:
     try:
         from huggingface_hub import snapshot_download
         from huggingface_hub.errors import (
-            GatedRepoError, HFValidationError, LocalEntryNotFoundError, RepositoryNotFoundError,
+            GatedRepoError,
+            HFValidationError,
+            LocalEntryNotFoundError,
+            RepositoryNotFoundError,
         )
     except ImportError as exc:  # pragma: no cover - huggingface_hub comes with transformers
-        raise EngineError(f"engine hf needs the [hf] extra ({exc}): pip install '.[hf]' (in a clone of ocrserve)") from exc
+        raise EngineError(
+            f"engine hf needs the [hf] extra ({exc}): pip install '.[hf]' (in a clone of ocrserve)"
+        ) from exc
     offline = _offline()
     try:
         return Path(snapshot_download(checkpoint, local_files_only=offline, allow_patterns=HUB_PATTERNS))
     except HFValidationError as exc:
-        raise EngineError(f"checkpoint {checkpoint!r} is neither an existing folder nor a valid Hugging Face Hub id ({exc})") from exc
+        raise EngineError(
+            f"checkpoint {checkpoint!r} is neither an existing folder nor a valid Hugging Face Hub id ({exc})"
+        ) from exc
     except GatedRepoError as exc:
-        raise EngineError(f"checkpoint {checkpoint!r} is gated on the Hugging Face Hub: accept its licence there and set HF_TOKEN") from exc
+        raise EngineError(
+            f"checkpoint {checkpoint!r} is gated on the Hugging Face Hub: accept its licence there and set HF_TOKEN"
+        ) from exc
     except RepositoryNotFoundError as exc:
-        raise EngineError(f"checkpoint {checkpoint!r} was not found on the Hugging Face Hub (a private repository needs HF_TOKEN)") from exc
+        raise EngineError(
+            f"checkpoint {checkpoint!r} was not found on the Hugging Face Hub (a private repository needs HF_TOKEN)"
+        ) from exc
     except LocalEntryNotFoundError as exc:
         if offline:
             raise EngineError(
                 f"checkpoint {checkpoint!r} is not in the local Hugging Face cache and offline mode is on "
                 "(HF_HUB_OFFLINE/TRANSFORMERS_OFFLINE): download it first or pass a local folder"
             ) from exc
-        raise EngineError(f"checkpoint {checkpoint!r} could not be downloaded (no connection to the Hub?) and is not in the local cache") from exc
+        raise EngineError(
+            f"checkpoint {checkpoint!r} could not be downloaded (no connection to the Hub?) and is not in the local cache"
+        ) from exc
     except OSError as exc:
         raise EngineError(f"checkpoint {checkpoint!r} could not be downloaded: {exc}") from exc
 

@@ -37,8 +37,17 @@ from ocrserve.engines.base import DeltaCallback, Engine, EngineError, EngineOpti
 from ocrserve.engines.chat import BodyTemplate, image_mime
 from ocrserve.engines.deltas import Deltas
 from ocrserve.engines.openai_http import (
-    RETRYABLE_STATUS, Answer, Fatal, Retry, check_status, error_message, normalize_base_url, parse_json,
-    parse_retry_after, parse_sse, png_size,
+    RETRYABLE_STATUS,
+    Answer,
+    Fatal,
+    Retry,
+    check_status,
+    error_message,
+    normalize_base_url,
+    parse_json,
+    parse_retry_after,
+    parse_sse,
+    png_size,
 )
 from ocrserve.engines.policy import Ladder
 from ocrserve.engines.registry import register_engine
@@ -46,22 +55,30 @@ from ocrserve.profiles import PROFILES, Profile, load_profile, served_profile
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CONCURRENCY = 128        # enough requests in flight to keep a vLLM batch full on one GPU
+DEFAULT_CONCURRENCY = 128  # enough requests in flight to keep a vLLM batch full on one GPU
 _TOO_LARGE = re.compile(
     r"maximum context length is (\d+) tokens.*?(?:has|contains(?: at least)?) (\d+) input tokens", re.S
 )
-_KEEPALIVE_S = 4.0               # below uvicorn's (vLLM's) 5 s idle timeout: never reuse a closing socket
+_KEEPALIVE_S = 4.0  # below uvicorn's (vLLM's) 5 s idle timeout: never reuse a closing socket
 
 
 class OpenAIOptions(EngineOptions):
     """The openai engine's options (create_engine fills the unset ones from the OCRSERVE_ knobs named)."""
 
-    settings_defaults = {"server": "server", "api_key": "api_key", "served_model": "served_model",
-                         "concurrency": "concurrency", "timeout": "request_timeout",
-                         "max_connection_retries": "max_connection_retries"}
+    settings_defaults = {
+        "server": "server",
+        "api_key": "api_key",
+        "served_model": "served_model",
+        "concurrency": "concurrency",
+        "timeout": "request_timeout",
+        "max_connection_retries": "max_connection_retries",
+    }
 
-    server: str | None = Field(None, description="base URL of the OpenAI-compatible server (vLLM), e.g. "
-                               "http://localhost:8000/v1; several, comma-separated: replicas, pages to the least busy")
+    server: str | None = Field(
+        None,
+        description="base URL of the OpenAI-compatible server (vLLM), e.g. "
+        "http://localhost:8000/v1; several, comma-separated: replicas, pages to the least busy",
+    )
     api_key: str | None = Field(None, description="API key for the server")
     served_model: str | None = Field(None, description="the model's name on the server (unset: asked, /v1/models)")
     concurrency: int | None = Field(None, ge=0, description=f"requests in flight (unset or 0: {DEFAULT_CONCURRENCY})")
@@ -69,8 +86,12 @@ class OpenAIOptions(EngineOptions):
     max_tokens: int | None = Field(None, ge=1, description="output token limit a page (unset: the profile's)")
     max_retries: int | None = Field(None, ge=0, description="retries of a looping answer (unset: the profile's)")
     ignore_eos: bool = Field(False, description="benchmarks: always generate max_tokens, retry nothing")
-    timeout: float | None = Field(None, gt=0, description="seconds a request may take (streamed: between two "
-                                  "pieces); unset: 600, or for a whole answer 60 + max_tokens / 8")
+    timeout: float | None = Field(
+        None,
+        gt=0,
+        description="seconds a request may take (streamed: between two "
+        "pieces); unset: 600, or for a whole answer 60 + max_tokens / 8",
+    )
     max_connection_retries: int = Field(5, ge=0, description="connection errors / 5xx answers before a page fails")
     backoff_s: float = Field(0.5, ge=0, description="first wait before a request is sent again (doubling)")
     max_backoff_s: float = Field(30.0, ge=0, description="longest wait between two tries")
@@ -82,7 +103,7 @@ class OpenAIEngine(Engine):
 
     name = "openai"
     Options = OpenAIOptions
-    needs_gpu = True            # Ray: an actor per GPU, each talking to the server beside it ({node_ip})
+    needs_gpu = True  # Ray: an actor per GPU, each talking to the server beside it ({node_ip})
     preflight_on_driver = True  # the Ray driver checks the server and its model before any page
 
     def __init__(self, profile: Profile | str | None, options: OpenAIOptions | None = None, **values) -> None:
@@ -95,7 +116,7 @@ class OpenAIEngine(Engine):
         self._concurrency = int(o.concurrency or DEFAULT_CONCURRENCY)
         self.stream = o.stream
         self.max_tokens = o.max_tokens
-        self.max_retries = o.max_retries             # retries of a looping answer (None: the profile's)
+        self.max_retries = o.max_retries  # retries of a looping answer (None: the profile's)
         self.ignore_eos = o.ignore_eos
         self.timeout = float(o.timeout or self._default_timeout())
         self.max_connection_retries = o.max_connection_retries
@@ -107,8 +128,8 @@ class OpenAIEngine(Engine):
         self._sem: asyncio.Semaphore | None = None
         self._model_lock: asyncio.Lock | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self.max_model_len: int | None = None      # from /v1/models (vLLM) or a 400 answer
-        self._prompt_overhead: int | None = None   # prompt tokens beyond the image's, learned from usage
+        self.max_model_len: int | None = None  # from /v1/models (vLLM) or a 400 answer
+        self._prompt_overhead: int | None = None  # prompt tokens beyond the image's, learned from usage
 
     @classmethod
     def create(cls, profile: Profile | str | None, options: EngineOptions) -> Engine:
@@ -149,7 +170,7 @@ class OpenAIEngine(Engine):
                 http2=False,
                 timeout=httpx.Timeout(self.timeout, connect=min(30.0, self.timeout), pool=None),
                 limits=httpx.Limits(
-                    max_connections=self._concurrency + 4,   # room for /models checks beside a full batch
+                    max_connections=self._concurrency + 4,  # room for /models checks beside a full batch
                     max_keepalive_connections=self._concurrency + 4,
                     keepalive_expiry=_KEEPALIVE_S,
                 ),
@@ -184,21 +205,25 @@ class OpenAIEngine(Engine):
                 r = await self._ensure_loop().get("/models", timeout=min(30.0, self.timeout))
             except httpx.HTTPError as e:
                 last = f"cannot reach {self.base_url}: {type(e).__name__}: {e or 'connection failed'}"
-                await asyncio.sleep(min(4.0, 0.5 * 2 ** n))
+                await asyncio.sleep(min(4.0, 0.5 * 2**n))
                 continue
             if r.status_code in (401, 403):
                 raise EngineError(f"{self.base_url} refused the request (HTTP {r.status_code}): check --api-key")
             if r.status_code >= 500 or r.status_code in RETRYABLE_STATUS:
                 last = f"{self.base_url}/models answered HTTP {r.status_code}"
-                await asyncio.sleep(min(4.0, 0.5 * 2 ** n))
+                await asyncio.sleep(min(4.0, 0.5 * 2**n))
                 continue
             if r.status_code != 200:
-                raise EngineError(f"{self.base_url}/models answered HTTP {r.status_code}: is this an OpenAI-compatible "
-                                  f"server (vLLM)? {error_message(r)}")
+                raise EngineError(
+                    f"{self.base_url}/models answered HTTP {r.status_code}: is this an OpenAI-compatible "
+                    f"server (vLLM)? {error_message(r)}"
+                )
             try:
                 ids = [m.get("id") for m in r.json().get("data", [])]
             except (ValueError, AttributeError):
-                raise EngineError(f"{self.base_url}/models did not answer JSON: not an OpenAI-compatible server") from None
+                raise EngineError(
+                    f"{self.base_url}/models did not answer JSON: not an OpenAI-compatible server"
+                ) from None
             if self.served_model and self.served_model not in ids:
                 raise EngineError(f"{self.base_url} serves {ids}, not {self.served_model!r} (--served-model)")
             if not ids:
@@ -216,16 +241,23 @@ class OpenAIEngine(Engine):
         what = card.get("root") or card.get("id") if isinstance(card, dict) else None
         if served is None:
             if not self.profile_chosen:
-                log.warning("%s serves %r, which is no known Chandra checkpoint: using the %s profile (--model "
-                            "chooses another)", self.base_url, what, self.profile.name)
+                log.warning(
+                    "%s serves %r, which is no known Chandra checkpoint: using the %s profile (--model "
+                    "chooses another)",
+                    self.base_url,
+                    what,
+                    self.profile.name,
+                )
             return
         if not self.profile_chosen:
             if served.name != self.profile.name:
                 self.set_profile(served)
             return
         if self.profile.name in PROFILES and served.name != self.profile.name:
-            raise EngineError(f"{self.base_url} serves {what} ({served.name}), but the model profile is "
-                              f"{self.profile.name}: pass --model {served.name}, or leave --model out to follow the server")
+            raise EngineError(
+                f"{self.base_url} serves {what} ({served.name}), but the model profile is "
+                f"{self.profile.name}: pass --model {served.name}, or leave --model out to follow the server"
+            )
 
     def set_profile(self, profile: Profile) -> None:
         """Speak to the server as `profile` (its prompt, sampling, box format)."""
@@ -248,8 +280,9 @@ class OpenAIEngine(Engine):
                 raise Retry(f"GET /models answered HTTP {r.status_code}: {error_message(r)}")
             if r.status_code != 200:
                 hint = " (check --api-key)" if r.status_code in (401, 403) else ""
-                raise Fatal(f"GET {self.base_url}/models answered HTTP {r.status_code}{hint}: {error_message(r)}",
-                             r.status_code)
+                raise Fatal(
+                    f"GET {self.base_url}/models answered HTTP {r.status_code}{hint}: {error_message(r)}", r.status_code
+                )
             try:
                 cards = r.json()["data"]
                 self.served_model = str(cards[0]["id"])
@@ -258,8 +291,9 @@ class OpenAIEngine(Engine):
                     self.max_model_len = mml
             except (ValueError, KeyError, IndexError, TypeError):
                 raise Fatal(f"{self.base_url}/models lists no model; pass --served-model") from None
-            log.info("server %s serves model %r (max_model_len %s)", self.base_url, self.served_model,
-                     self.max_model_len)
+            log.info(
+                "server %s serves model %r (max_model_len %s)", self.base_url, self.served_model, self.max_model_len
+            )
             return self.served_model
 
     # ------------------------------------------------------------------ request
@@ -305,7 +339,7 @@ class OpenAIEngine(Engine):
             mime = image_mime(data)
             size = page.image_size or png_size(data)
             b64 = base64.b64encode(data)
-        except Exception as e:  # a page we cannot even encode: fail it, never raise
+        except Exception as e:  # noqa: BLE001 - a page we cannot even encode fails, never raises
             return ladder.failed(f"cannot encode the page image: {e}")
         while True:
             attempts = ladder.begin()
@@ -321,8 +355,10 @@ class OpenAIEngine(Engine):
                 conn_failures += 1
                 ladder.note(e.reason)
                 if conn_failures > self.max_connection_retries:
-                    return ladder.failed(f"gave up after {attempts} attempts ({conn_failures} failed requests to "
-                                         f"{self.base_url}); last: {e.reason}")
+                    return ladder.failed(
+                        f"gave up after {attempts} attempts ({conn_failures} failed requests to "
+                        f"{self.base_url}); last: {e.reason}"
+                    )
                 delay = self._backoff(conn_failures, e.retry_after)
                 log.info("page %s/%d: %s; retrying in %.2f s", page.doc_id, page.index, e.reason, delay)
                 await asyncio.sleep(delay)
@@ -332,8 +368,9 @@ class OpenAIEngine(Engine):
                 fixed = self._fix_context(e, size) if e.status == 400 and max_tokens_limit is None else None
                 if fixed is not None:
                     max_tokens_limit = fixed
-                    log.info("page %s/%d: max_tokens lowered to %d for the server's context", page.doc_id,
-                             page.index, fixed)
+                    log.info(
+                        "page %s/%d: max_tokens lowered to %d for the server's context", page.doc_id, page.index, fixed
+                    )
                     continue
                 return ladder.failed(e.reason)
 

@@ -25,7 +25,7 @@ def normalize_base_url(server: str) -> str:
         s = "http://" + s
     try:
         url = httpx.URL(s)
-    except Exception as e:  # httpx.InvalidURL and friends
+    except Exception as e:  # noqa: BLE001 - httpx.InvalidURL and the ValueErrors/TypeErrors of odd input
         raise EngineError(f"server URL {server!r} is not a valid URL: {e}") from None
     if url.scheme not in ("http", "https") or not url.host:
         raise EngineError(f"server URL {server!r} must be http(s)://host[:port][/v1]")

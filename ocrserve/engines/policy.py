@@ -34,8 +34,10 @@ Verdict = Literal["ok", "retry", "give_up"]
 
 
 def cut_off(max_tokens: int | None) -> str:
-    return (f"the answer was cut off at max_tokens={max_tokens} (finish_reason length); kept as it is "
-            "(--max-tokens raises the limit)")
+    return (
+        f"the answer was cut off at max_tokens={max_tokens} (finish_reason length); kept as it is "
+        "(--max-tokens raises the limit)"
+    )
 
 
 def before_loop(text: str) -> tuple[str, str]:
@@ -45,11 +47,11 @@ def before_loop(text: str) -> tuple[str, str]:
     if p is None:
         return text, ""
     end = len(t) - p
-    while end - p >= 0 and t[end - p:end] == t[end:end + p]:
+    while end - p >= 0 and t[end - p : end] == t[end : end + p]:
         end -= p
     while end > 0 and t[end - 1] == t[end - 1 + p]:  # the loop may start mid-unit
         end -= 1
-    return t[:end], t[end:end + p]
+    return t[:end], t[end : end + p]
 
 
 def _has_text(html: str) -> bool:
@@ -59,16 +61,18 @@ def _has_text(html: str) -> bool:
 class Ladder:
     """One page's attempts: the sampling for the next one, the verdict on an answer, the result."""
 
-    def __init__(self, engine: str, profile: Profile, *, ignore_eos: bool = False, max_retries: int | None = None) -> None:
+    def __init__(
+        self, engine: str, profile: Profile, *, ignore_eos: bool = False, max_retries: int | None = None
+    ) -> None:
         self.engine = engine
         self.profile = profile
         self.max_retries = profile.max_retries if max_retries is None else max_retries
         self.ignore_eos = ignore_eos
         self.t0 = time.perf_counter()
-        self.attempts = 0            # every attempt, failed requests included
-        self.unusable = 0            # answers that looped
+        self.attempts = 0  # every attempt, failed requests included
+        self.unusable = 0  # answers that looped
         self.problems: list[str] = []
-        self.best = ""               # the longest text before a loop, of the looping answers so far
+        self.best = ""  # the longest text before a loop, of the looping answers so far
         self.extra: dict[str, Any] = {}  # the engine's own fields, on every result
 
     def sampling(self, max_tokens: int | None = None) -> Sampling:
@@ -112,29 +116,53 @@ class Ladder:
         extra.update(kw.pop("extra", {}))
         if self.problems:
             extra["problems"] = list(self.problems)
-        return EngineResult(engine=self.engine, attempts=self.attempts, elapsed_s=time.perf_counter() - self.t0,
-                            extra=extra, **kw)
+        return EngineResult(
+            engine=self.engine, attempts=self.attempts, elapsed_s=time.perf_counter() - self.t0, extra=extra, **kw
+        )
 
-    def answer(self, raw: str, finish_reason: str | None, prompt_tokens: int | None = None,
-               completion_tokens: int | None = None) -> EngineResult:
+    def answer(
+        self,
+        raw: str,
+        finish_reason: str | None,
+        prompt_tokens: int | None = None,
+        completion_tokens: int | None = None,
+    ) -> EngineResult:
         """The page's answer (after the problems so far, if any; a cut-off answer is one)."""
-        return self.result(ok=True, raw=raw, finish_reason=finish_reason, prompt_tokens=prompt_tokens,
-                           completion_tokens=completion_tokens, error=self.last_problem,
-                           extra={"retry_sampling": self.unusable > 0} if self.problems else {})
+        return self.result(
+            ok=True,
+            raw=raw,
+            finish_reason=finish_reason,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            error=self.last_problem,
+            extra={"retry_sampling": self.unusable > 0} if self.problems else {},
+        )
 
-    def gave_up(self, last_raw: str, prompt_tokens: int | None = None,
-                completion_tokens: int | None = None) -> EngineResult:
+    def gave_up(
+        self, last_raw: str, prompt_tokens: int | None = None, completion_tokens: int | None = None
+    ) -> EngineResult:
         """Every answer looped: the longest text before a loop is kept (ok, finish_reason "loop"); when
         there is none, ok=False. The last answer is in extra["last_raw"] either way."""
         why = f"the answer still looped after {self.unusable - 1} retries ({self.attempts} attempts)"
         if not self.best.strip():
-            return self.result(ok=False, raw="", finish_reason="loop", prompt_tokens=prompt_tokens,
-                               completion_tokens=completion_tokens, error=f"{why}; nothing before the loop to keep",
-                               extra={"last_raw": last_raw})
-        return self.result(ok=True, raw=self.best, finish_reason="loop", prompt_tokens=prompt_tokens,
-                           completion_tokens=completion_tokens,
-                           error=f"{why}; the text before the loop is kept", extra={"last_raw": last_raw,
-                                                                                    "retry_sampling": True})
+            return self.result(
+                ok=False,
+                raw="",
+                finish_reason="loop",
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                error=f"{why}; nothing before the loop to keep",
+                extra={"last_raw": last_raw},
+            )
+        return self.result(
+            ok=True,
+            raw=self.best,
+            finish_reason="loop",
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            error=f"{why}; the text before the loop is kept",
+            extra={"last_raw": last_raw, "retry_sampling": True},
+        )
 
     def failed(self, error: str) -> EngineResult:
         """The page failed for another reason (a request no retry fixes, a bad image, an engine error)."""

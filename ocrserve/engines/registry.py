@@ -132,8 +132,9 @@ def resolve_options(cls: type[Engine], options: dict[str, Any], settings: Any = 
     """The options `cls` is built with (see the module's docstring): None values dropped, pipeline options
     it does not declare dropped, defaults from `settings` filled in, all checked by `cls.Options`."""
     model = cls.Options
-    given = {k: v for k, v in options.items()
-             if v is not None and (k in model.model_fields or k not in PIPELINE_OPTIONS)}
+    given = {
+        k: v for k, v in options.items() if v is not None and (k in model.model_fields or k not in PIPELINE_OPTIONS)
+    }
     if settings is not None:
         for opt, knob in model.settings_defaults.items():
             value = getattr(settings, knob, None)
@@ -157,6 +158,18 @@ def create_fallback(profile: Any, settings: Any = None) -> Engine:
     return create_engine(FALLBACK_ENGINE, profile, settings)
 
 
-__all__ = ["BUILTIN", "ENGINE_NAMES", "FALLBACK_ENGINE", "create_engine", "create_fallback", "engine_class",
-           "engine_classes", "engine_for", "engine_names", "option_names", "register_engine", "resolve_options",
-           "unregister_engine"]
+__all__ = [
+    "BUILTIN",
+    "ENGINE_NAMES",
+    "FALLBACK_ENGINE",
+    "create_engine",
+    "create_fallback",
+    "engine_class",
+    "engine_classes",
+    "engine_for",
+    "engine_names",
+    "option_names",
+    "register_engine",
+    "resolve_options",
+    "unregister_engine",
+]

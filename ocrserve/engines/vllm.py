@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pydantic import Field
 
@@ -44,8 +45,9 @@ class VLLMOptions(EngineOptions):
     max_retries: int | None = Field(None, ge=0, description="retries of a looping answer (unset: the profile's)")
     llm_kwargs: dict[str, Any] = Field(default_factory=dict, description="more vllm.LLM arguments")
     llm: Any = Field(None, description="a vllm.LLM to use (tests; unset: one is made)")
-    sampling_factory: Callable[..., Any] | None = Field(None, description="makes the sampling parameters (tests; "
-                                                        "unset: vllm.SamplingParams)")
+    sampling_factory: Callable[..., Any] | None = Field(
+        None, description="makes the sampling parameters (tests; unset: vllm.SamplingParams)"
+    )
 
 
 @register_engine
@@ -68,8 +70,12 @@ class VLLMEngine(Engine):
         if llm is None:
             from vllm import LLM
 
-            kw = dict(model=o.checkpoint or self.profile.checkpoint, gpu_memory_utilization=o.gpu_memory_utilization,
-                      limit_mm_per_prompt={"image": 1}, trust_remote_code=True)
+            kw = {
+                "model": o.checkpoint or self.profile.checkpoint,
+                "gpu_memory_utilization": o.gpu_memory_utilization,
+                "limit_mm_per_prompt": {"image": 1},
+                "trust_remote_code": True,
+            }
             if o.max_model_len:
                 kw["max_model_len"] = o.max_model_len
             kw.update(o.llm_kwargs)

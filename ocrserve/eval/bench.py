@@ -16,8 +16,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ocrserve.eval.tests import BaselineTest, parse_test
 from ocrserve.errors import OcrserveError
+from ocrserve.eval.tests import BaselineTest, parse_test
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +31,9 @@ class BenchError(OcrserveError, ValueError):
 @dataclass
 class Bench:
     root: Path
-    tests: list = field(default_factory=list)          # all tests, in file order
+    tests: list = field(default_factory=list)  # all tests, in file order
     group_of: dict[str, str] = field(default_factory=dict)  # test id -> JSONL file name (or "baseline")
-    pdfs: list[str] = field(default_factory=list)       # PDF paths relative to pdfs/, posix style
+    pdfs: list[str] = field(default_factory=list)  # PDF paths relative to pdfs/, posix style
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -59,7 +59,9 @@ def load_jsonl(path: Path) -> list:
         try:
             tests.append(parse_test(data))
         except ValidationError as e:
-            errs = "; ".join(f"{'.'.join(str(x) for x in err['loc'][1:]) or 'test'}: {err['msg']}" for err in e.errors())
+            errs = "; ".join(
+                f"{'.'.join(str(x) for x in err['loc'][1:]) or 'test'}: {err['msg']}" for err in e.errors()
+            )
             raise BenchError(f"{path}:{lineno}: invalid test {data.get('id', '?')!r}: {errs}") from None
         except ValueError as e:
             raise BenchError(f"{path}:{lineno}: invalid test {data.get('id', '?')!r}: {e}") from None

@@ -27,8 +27,12 @@ class RunStats:
     wall_s: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"pages_written": self.pages_written, "pages_kept": self.pages_kept,
-                "pages_failed": self.pages_failed, "convert_wall_s": round(self.wall_s, 2)}
+        return {
+            "pages_written": self.pages_written,
+            "pages_kept": self.pages_kept,
+            "pages_failed": self.pages_failed,
+            "convert_wall_s": round(self.wall_s, 2),
+        }
 
 
 def _page_spec(pages: list[int]) -> str:
@@ -42,8 +46,14 @@ def page_markdown(doc, page) -> str:
     return render_markdown(doc.model_copy(update={"pages": [page]}))
 
 
-def run_conversion(bench: Bench, candidate: Path, *, repeats: int = 1, force: bool = False,
-                   convert_options: dict[str, Any] | None = None) -> RunStats:
+def run_conversion(
+    bench: Bench,
+    candidate: Path,
+    *,
+    repeats: int = 1,
+    force: bool = False,
+    convert_options: dict[str, Any] | None = None,
+) -> RunStats:
     """Convert every tested page ``repeats`` times into ``candidate``."""
     import ocrserve
 

@@ -14,7 +14,6 @@ No browser means no rendering: ``ChromiumKatex.available`` is False and math tes
 
 from __future__ import annotations
 
-from ocrserve.errors import OcrserveError
 import base64
 import json
 import logging
@@ -23,10 +22,13 @@ import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Iterable, Protocol
+from typing import Protocol
+
+from ocrserve.errors import OcrserveError
 
 log = logging.getLogger(__name__)
 
@@ -156,9 +158,14 @@ class ChromiumKatex:
         self.timeout_s = timeout_s
         self._cache: dict[str, Rendered] = {}
         self.available = self.browser is not None
-        self.reason = "" if self.available else (
-            f"no headless browser found (tried {browser!r})" if browser else
-            f"no headless browser found on PATH (tried {', '.join(BROWSER_NAMES)})"
+        self.reason = (
+            ""
+            if self.available
+            else (
+                f"no headless browser found (tried {browser!r})"
+                if browser
+                else f"no headless browser found on PATH (tried {', '.join(BROWSER_NAMES)})"
+            )
         )
         self.version = ""
         if self.available:
@@ -176,7 +183,7 @@ class ChromiumKatex:
         if not self.available:
             raise RendererUnavailable(self.reason)
         for i in range(0, len(todo), self.batch_size):
-            chunk = todo[i:i + self.batch_size]
+            chunk = todo[i : i + self.batch_size]
             for formula, rendered in zip(chunk, self._run_browser(chunk)):
                 self._cache[formula] = rendered
 
@@ -191,16 +198,26 @@ class ChromiumKatex:
             page = Path(tmp) / "render.html"
             page.write_text(_page_html(formulas), encoding="utf-8")
             cmd = [
-                self.browser, "--headless", "--disable-gpu", "--no-first-run", "--no-default-browser-check",
-                "--disable-extensions", "--hide-scrollbars", f"--user-data-dir={tmp}/profile",
-                "--window-size=1000,800", "--dump-dom", page.as_uri(),
+                self.browser,
+                "--headless",
+                "--disable-gpu",
+                "--no-first-run",
+                "--no-default-browser-check",
+                "--disable-extensions",
+                "--hide-scrollbars",
+                f"--user-data-dir={tmp}/profile",
+                "--window-size=1000,800",
+                "--dump-dom",
+                page.as_uri(),
             ]
             if hasattr(os, "geteuid") and os.geteuid() == 0:
                 cmd.insert(1, "--no-sandbox")
             try:
                 proc = subprocess.run(cmd, capture_output=True, text=True, timeout=self.timeout_s)
             except subprocess.TimeoutExpired as e:
-                raise RendererUnavailable(f"{self.browser} timed out after {self.timeout_s:.0f}s rendering {len(formulas)} formulas") from e
+                raise RendererUnavailable(
+                    f"{self.browser} timed out after {self.timeout_s:.0f}s rendering {len(formulas)} formulas"
+                ) from e
             except OSError as e:
                 raise RendererUnavailable(f"{self.browser} could not be run: {e}") from e
         m = _OUT.search(proc.stdout)
@@ -215,7 +232,9 @@ class ChromiumKatex:
             if r.get("error") is not None:
                 out.append(Rendered(mathml="", glyphs=(), error=r["error"]))
             else:
-                out.append(Rendered(mathml=r["mathml"], glyphs=tuple(Glyph(t, x, y, w, h) for t, x, y, w, h in r["glyphs"])))
+                out.append(
+                    Rendered(mathml=r["mathml"], glyphs=tuple(Glyph(t, x, y, w, h) for t, x, y, w, h in r["glyphs"]))
+                )
         return out
 
 

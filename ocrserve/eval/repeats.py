@@ -23,7 +23,7 @@ def trailing_repeats(text: str, max_ngram: int = 5) -> list[int]:
         tail = flat[-n:]
         count = 0
         pos = len(flat) - n
-        while pos >= 0 and flat[pos:pos + n] == tail:
+        while pos >= 0 and flat[pos : pos + n] == tail:
             count += 1
             pos -= n
         counts[n - 1] = count

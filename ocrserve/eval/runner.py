@@ -106,8 +106,9 @@ class EvalResult:
         return not self.skipped and not self.errors
 
 
-def bootstrap_ci(groups: list[list[float]], *, n_bootstrap: int = 1000, ci_level: float = 0.95,
-                 seed: int = 0) -> tuple[float, float]:
+def bootstrap_ci(
+    groups: list[list[float]], *, n_bootstrap: int = 1000, ci_level: float = 0.95, seed: int = 0
+) -> tuple[float, float]:
     """Percentile CI of the mean of per-group means, resampling within each group."""
     groups = [np.asarray(g, dtype=float) for g in groups if len(g)]
     if not groups or n_bootstrap <= 0:
@@ -138,8 +139,15 @@ def _prefetch_math(tests: list, texts: dict[tuple[str, int], list[tuple[str, str
             log.warning("math rendering unavailable: %s", e)
 
 
-def evaluate(bench: Bench, candidate: Path, *, renderer: MathRenderer | None = None, n_bootstrap: int = 1000,
-             ci_level: float = 0.95, seed: int = 0) -> EvalResult:
+def evaluate(
+    bench: Bench,
+    candidate: Path,
+    *,
+    renderer: MathRenderer | None = None,
+    n_bootstrap: int = 1000,
+    ci_level: float = 0.95,
+    seed: int = 0,
+) -> EvalResult:
     """Run every test of ``bench`` on the Markdown files of ``candidate``."""
     candidate = Path(candidate)
     if not candidate.is_dir():
@@ -159,7 +167,9 @@ def evaluate(bench: Bench, candidate: Path, *, renderer: MathRenderer | None = N
     results: list[TestResult] = []
     missing_pages: set[tuple[str, int]] = set()
     for t in bench.tests:
-        res = TestResult(id=t.id, type=t.type, group=bench.group_of[t.id], pdf=t.pdf, page=t.page, expected=t.expected())
+        res = TestResult(
+            id=t.id, type=t.type, group=bench.group_of[t.id], pdf=t.pdf, page=t.page, expected=t.expected()
+        )
         pages = texts.get((t.pdf, t.page))
         if not pages:
             res.missing = True
@@ -169,10 +179,12 @@ def evaluate(bench: Bench, candidate: Path, *, renderer: MathRenderer | None = N
             for name, md in pages:
                 try:
                     out: Outcome = t.run(md, renderer)
-                except Exception as e:  # noqa: BLE001 - a crashing test fails that repeat, as in the benchmark
+                except Exception as e:
                     log.exception("test %s crashed on %s", t.id, name)
                     out = Outcome(False, f"error running the test: {e}")
-                res.repeats.append(RepeatResult(file=name, passed=out.passed, explanation=out.explanation, found=out.found))
+                res.repeats.append(
+                    RepeatResult(file=name, passed=out.passed, explanation=out.explanation, found=out.found)
+                )
         results.append(res)
     for pdf, page in sorted(missing_pages):
         errors.append(f"missing {pdf} page {page} (expected {candidate}/<name>_pg{page}_repeat<R>.md)")
@@ -198,7 +210,16 @@ def evaluate(bench: Bench, candidate: Path, *, renderer: MathRenderer | None = N
     else:
         rinfo = f"unavailable: {renderer.reason}"
     return EvalResult(
-        bench_dir=str(bench.root), candidate=str(candidate), results=results, groups=groups, overall=overall,
-        ci=ci, ci_level=ci_level, n_bootstrap=n_bootstrap, by_type=by_type, errors=errors,
-        warnings=list(bench.warnings), math_renderer=rinfo,
+        bench_dir=str(bench.root),
+        candidate=str(candidate),
+        results=results,
+        groups=groups,
+        overall=overall,
+        ci=ci,
+        ci_level=ci_level,
+        n_bootstrap=n_bootstrap,
+        by_type=by_type,
+        errors=errors,
+        warnings=list(bench.warnings),
+        math_renderer=rinfo,
     )

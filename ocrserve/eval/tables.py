@@ -253,12 +253,14 @@ def parse_html_tables(text: str) -> list[CellGraph]:
                 rs = _span(raw_rs)
                 if isinstance(raw_rs, str) and raw_rs.strip() == "0":
                     rs = max(1, len(trs) - r)
-                specs.append(CellSpec(
-                    text=(cell.text(deep=True, separator="") or "").strip(),
-                    rowspan=rs,
-                    colspan=_span(cell.attributes.get("colspan")),
-                    heading=cell.tag == "th" or in_thead,
-                ))
+                specs.append(
+                    CellSpec(
+                        text=(cell.text(deep=True, separator="") or "").strip(),
+                        rowspan=rs,
+                        colspan=_span(cell.attributes.get("colspan")),
+                        heading=cell.tag == "th" or in_thead,
+                    )
+                )
             rows.append(specs)
         graph = build_graph(rows)
         if graph is not None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, TypeAdapter, model_validator
 
@@ -95,7 +95,7 @@ class PresenceTest(_Base):
     _query: str = PrivateAttr("")
 
     @model_validator(mode="after")
-    def _prepare(self) -> "PresenceTest":
+    def _prepare(self) -> PresenceTest:
         self._query = normalize_text(self.text)
         if not self._query.strip():
             raise ValueError("text is empty after normalization")
@@ -114,20 +114,24 @@ class PresenceTest(_Base):
         if not self.case_sensitive:
             query, content = query.lower(), content.lower()
         if self.first_n and self.last_n:
-            content = content[: self.first_n] + content[-self.last_n:]
+            content = content[: self.first_n] + content[-self.last_n :]
         elif self.first_n:
             content = content[: self.first_n]
         elif self.last_n:
-            content = content[-self.last_n:]
+            content = content[-self.last_n :]
         need = len(query) - self.max_diffs
         if len(content) < need:
             if self.type == "present":
-                return Outcome(False, f"candidate too short ({len(content)} chars) to contain the text (needs >= {need})", _clip(content))
+                return Outcome(
+                    False,
+                    f"candidate too short ({len(content)} chars) to contain the text (needs >= {need})",
+                    _clip(content),
+                )
             return Outcome(True)
         threshold = 1.0 - self.max_diffs / len(query)
         al = fuzz.partial_ratio_alignment(query, content)
         ratio = (al.score if al else 0.0) / 100.0
-        found = _clip(content[al.dest_start:al.dest_end]) if al else None
+        found = _clip(content[al.dest_start : al.dest_end]) if al else None
         if self.type == "present":
             if ratio >= threshold:
                 return Outcome(True, found=found)
@@ -146,7 +150,7 @@ class OrderTest(_Base):
     _after: str = PrivateAttr("")
 
     @model_validator(mode="after")
-    def _prepare(self) -> "OrderTest":
+    def _prepare(self) -> OrderTest:
         self._before, self._after = normalize_text(self.before), normalize_text(self.after)
         if not self._before.strip():
             raise ValueError("before is empty after normalization")
@@ -191,8 +195,11 @@ class TableTest(_Base):
     _norm: dict[str, str] = PrivateAttr(default_factory=dict)
 
     @model_validator(mode="after")
-    def _prepare(self) -> "TableTest":
-        self._norm = {k: normalize_text(getattr(self, k)) for k in ("cell", "up", "down", "left", "right", "top_heading", "left_heading")}
+    def _prepare(self) -> TableTest:
+        self._norm = {
+            k: normalize_text(getattr(self, k))
+            for k in ("cell", "up", "down", "left", "right", "top_heading", "left_heading")
+        }
         return self
 
     def _threshold(self, s: str) -> float:
@@ -224,8 +231,10 @@ class TableTest(_Base):
                 if sim >= threshold:
                     matches.append(cid)
             walks = {
-                "up": lambda c, t=table: t.up[c], "down": lambda c, t=table: t.down[c],
-                "left": lambda c, t=table: t.left[c], "right": lambda c, t=table: t.right[c],
+                "up": lambda c, t=table: t.up[c],
+                "down": lambda c, t=table: t.down[c],
+                "left": lambda c, t=table: t.left[c],
+                "right": lambda c, t=table: t.right[c],
                 "left_heading": lambda c, t=table: t.left_headings(c),
                 "top_heading": lambda c, t=table: t.top_headings(c),
             }
@@ -242,11 +251,16 @@ class TableTest(_Base):
                     return Outcome(True, found=f"cell {texts[cid]!r} at {cid}")
                 reasons.append(f"cell {texts[cid]!r} at {cid}: " + "; ".join(failed))
         if not reasons:
-            return Outcome(False, f"no cell matches {target!r} (threshold {threshold:.2f})",
-                           f"closest cell {best_cell[1]!r} ({best_cell[0]:.2f})" if best_cell[1] else None)
+            return Outcome(
+                False,
+                f"no cell matches {target!r} (threshold {threshold:.2f})",
+                f"closest cell {best_cell[1]!r} ({best_cell[0]:.2f})" if best_cell[1] else None,
+            )
         return Outcome(False, "matching cell found but neighbours differ", _clip(" | ".join(reasons), 400))
 
-    def _relation_ok(self, want: str, cells: set[CellId], texts: dict[CellId, str], fuzz) -> tuple[bool, tuple[float, str | None]]:
+    def _relation_ok(
+        self, want: str, cells: set[CellId], texts: dict[CellId, str], fuzz
+    ) -> tuple[bool, tuple[float, str | None]]:
         best: tuple[float, str | None] = (0.0, None)
         ok = False
         for cid in cells:
@@ -260,9 +274,9 @@ class TableTest(_Base):
 
 _DISALLOWED = re.compile(
     "["
-    "\u4e00-\u9fff"          # CJK unified ideographs
-    "\u3040-\u309f"          # hiragana
-    "\u30a0-\u30ff"          # katakana
+    "\u4e00-\u9fff"  # CJK unified ideographs
+    "\u3040-\u309f"  # hiragana
+    "\u30a0-\u30ff"  # katakana
     "\U0001f600-\U0001f64f"  # emoticons
     "\U0001f300-\U0001f5ff"  # symbols and pictographs
     "\U0001f680-\U0001f6ff"  # transport and map symbols
@@ -290,7 +304,9 @@ class BaselineTest(_Base):
             if self.max_length_skips_image_alt_tags:
                 alnum = sum(1 for c in _IMAGE_TAG.sub("", markdown) if c.isalnum())
             if alnum > self.max_length:
-                return Outcome(False, f"{alnum} alphanumeric characters on a page expected to be blank", _clip(markdown.strip()))
+                return Outcome(
+                    False, f"{alnum} alphanumeric characters on a page expected to be blank", _clip(markdown.strip())
+                )
             return Outcome(True)
         if alnum == 0:
             return Outcome(False, "no alphanumeric characters", _clip(markdown))
@@ -303,14 +319,8 @@ class BaselineTest(_Base):
         return Outcome(True)
 
 
-_MATH_DELIMS = [
-    re.compile(r"\\\((.+?)\\\)", re.DOTALL),
-    re.compile(r"\\\[(.+?)\\\]", re.DOTALL),
-]
-_DOLLAR_DELIMS = [
-    re.compile(r"\$\$(.+?)\$\$", re.DOTALL),
-    re.compile(r"\$(.+?)\$", re.DOTALL),
-]
+_MATH_DELIMS = [re.compile(r"\\\((.+?)\\\)", re.DOTALL), re.compile(r"\\\[(.+?)\\\]", re.DOTALL)]
+_DOLLAR_DELIMS = [re.compile(r"\$\$(.+?)\$\$", re.DOTALL), re.compile(r"\$(.+?)\$", re.DOTALL)]
 
 
 def extract_formulas(markdown: str, *, dollars: bool = True) -> list[str]:
@@ -329,7 +339,7 @@ class MathTest(_Base):
     ignore_dollar_delimited: bool = False
 
     @model_validator(mode="after")
-    def _prepare(self) -> "MathTest":
+    def _prepare(self) -> MathTest:
         if not self.math.strip():
             raise ValueError("math is empty")
         return self
@@ -366,11 +376,12 @@ class MathTest(_Base):
             return Outcome(None, f"skipped: {e}")
         if not eqs:
             return Outcome(False, "no formulas in the page")
-        return Outcome(False, f"no formula renders like the reference ({len(eqs)} formulas)",
-                       _clip(f"closest: {closest}"))
+        return Outcome(
+            False, f"no formula renders like the reference ({len(eqs)} formulas)", _clip(f"closest: {closest}")
+        )
 
 
-BenchTest = Annotated[Union[PresenceTest, OrderTest, TableTest, BaselineTest, MathTest], Field(discriminator="type")]
+BenchTest = Annotated[PresenceTest | OrderTest | TableTest | BaselineTest | MathTest, Field(discriminator="type")]
 _ADAPTER: TypeAdapter = TypeAdapter(BenchTest)
 
 

@@ -13,9 +13,10 @@ ctx being the one RenderContext every renderer gets.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from ocrserve.document import Document
 
@@ -24,12 +25,12 @@ from ocrserve.document import Document
 class RenderContext:
     """What a renderer may need beside the Document (the same object for every format)."""
 
-    keep_headers_footers: bool = False     # page headers and footers kept (md, txt, chunks)
-    paginate: bool = False                 # a `{N}` + 48 dashes line before each page but the first (md, txt)
-    images: bool = True                    # image lines in the Markdown
-    password: str | None = None            # of an encrypted source PDF (pdf)
-    source: str | Path | None = None       # the source document (None: doc.source.path), for a format that needs it
-    title: str | None = None               # the HTML page's title (None: the source's file name)
+    keep_headers_footers: bool = False  # page headers and footers kept (md, txt, chunks)
+    paginate: bool = False  # a `{N}` + 48 dashes line before each page but the first (md, txt)
+    images: bool = True  # image lines in the Markdown
+    password: str | None = None  # of an encrypted source PDF (pdf)
+    source: str | Path | None = None  # the source document (None: doc.source.path), for a format that needs it
+    title: str | None = None  # the HTML page's title (None: the source's file name)
     options: Mapping[str, Any] = field(default_factory=dict)  # a format's own (chunks: max_tokens, tokenizer)
 
 
@@ -40,15 +41,15 @@ Renderer = Callable[[Document, RenderContext], "bytes | str"]
 class OutputFormat:
     """One output format: the file `<name>/<basename><suffix>` and the API's `?format=<name>`."""
 
-    name: str                   # lower case: --format's and ?format='s value
-    suffix: str                 # of the file, with its dot: .md, .chunks.jsonl
-    media_type: str             # of the HTTP answer
-    render: Renderer            # (doc, ctx) -> bytes | str (str is written as UTF-8)
-    title: str = ""             # what it is, in the CLI help and in errors: "searchable PDF"
+    name: str  # lower case: --format's and ?format='s value
+    suffix: str  # of the file, with its dot: .md, .chunks.jsonl
+    media_type: str  # of the HTTP answer
+    render: Renderer  # (doc, ctx) -> bytes | str (str is written as UTF-8)
+    title: str = ""  # what it is, in the CLI help and in errors: "searchable PDF"
     needs_source: bool = False  # built from the source document too (pdf): not for a finished job's result
     whole_document: bool = False  # not in a streamed answer (the API's stream=true refuses it)
-    always: bool = False        # written by every run, last (json: its file marks the document complete)
-    default: bool = False       # written when no format is asked for
+    always: bool = False  # written by every run, last (json: its file marks the document complete)
+    default: bool = False  # written when no format is asked for
     event_key: str | None = None  # the key of its rendering in a stream's `done` event (md: markdown)
 
     def to_bytes(self, doc: Document, ctx: RenderContext | None = None) -> bytes:
@@ -120,10 +121,12 @@ def parse_formats(value: str | Iterable[str] | None) -> tuple[str, ...]:
 
 def formats_help() -> str:
     """The formats for a help text: `md (Markdown), ..., chunks (JSON lines for retrieval: <name>.chunks.jsonl)`."""
+
     def one(f: OutputFormat) -> str:
         where = "" if f.suffix == f".{f.name}" else f"<name>{f.suffix}"
         what = ": ".join(x for x in (f.title, where) if x)
         return f"{f.name} ({what})" if what else f.name
+
     return ", ".join(one(f) for f in _FORMATS.values())
 
 
@@ -146,8 +149,7 @@ def render_format(doc: Document, fmt: str, ctx: RenderContext | None = None, **v
 def _md(doc: Document, ctx: RenderContext) -> str:
     from ocrserve.render.markdown import render_markdown
 
-    return render_markdown(doc, keep_headers_footers=ctx.keep_headers_footers, paginate=ctx.paginate,
-                           images=ctx.images)
+    return render_markdown(doc, keep_headers_footers=ctx.keep_headers_footers, paginate=ctx.paginate, images=ctx.images)
 
 
 def _html(doc: Document, ctx: RenderContext) -> str:
@@ -185,8 +187,9 @@ for _f in (
     OutputFormat("html", ".html", "text/html; charset=utf-8", _html, "HTML", default=True, event_key="html"),
     OutputFormat("json", ".json", "application/json", _json, "the Document", always=True),
     OutputFormat("pdf", ".pdf", "application/pdf", _pdf, "searchable PDF", needs_source=True, whole_document=True),
-    OutputFormat("chunks", ".chunks.jsonl", "application/x-ndjson", _chunks, "JSON lines for retrieval",
-                 whole_document=True),
+    OutputFormat(
+        "chunks", ".chunks.jsonl", "application/x-ndjson", _chunks, "JSON lines for retrieval", whole_document=True
+    ),
     OutputFormat("txt", ".txt", "text/plain; charset=utf-8", _txt, "plain text", event_key="text"),
 ):
     register_format(_f)

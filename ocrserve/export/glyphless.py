@@ -14,7 +14,7 @@ import struct
 from functools import lru_cache
 
 UPEM = 1000
-ASCENT = 0.8   # of an em, above the baseline
+ASCENT = 0.8  # of an em, above the baseline
 DESCENT = 0.2  # below it
 
 
@@ -43,23 +43,93 @@ def font_bytes(family: str = "OcrserveGlyphless") -> bytes:
     # (a little inside the line band: pdfium reports glyph boxes about 1% of an em taller at the top)
     gb, gt = desc + 10, asc - 20
     notdef = struct.pack(">hhhhhHHBBhhhh", 1, 0, gb, UPEM, gt, 1, 0, 1, 1, 0, UPEM, gb, gt - gb)
-    head = struct.pack(">IIIIHHqqhhhhHHhhh", 0x00010000, 0x00010000, 0, 0x5F0F3CF5, 0x0003, UPEM,
-                       0, 0, 0, desc, UPEM, asc, 0, 8, 2, 0, 0)
-    hhea = struct.pack(">IhhhHhhhhhhhhhhhH", 0x00010000, asc, desc, 0, UPEM, 0, 0, UPEM, 1, 0, 0,
-                       0, 0, 0, 0, 0, n)
+    head = struct.pack(
+        ">IIIIHHqqhhhhHHhhh",
+        0x00010000,
+        0x00010000,
+        0,
+        0x5F0F3CF5,
+        0x0003,
+        UPEM,
+        0,
+        0,
+        0,
+        desc,
+        UPEM,
+        asc,
+        0,
+        8,
+        2,
+        0,
+        0,
+    )
+    hhea = struct.pack(">IhhhHhhhhhhhhhhhH", 0x00010000, asc, desc, 0, UPEM, 0, 0, UPEM, 1, 0, 0, 0, 0, 0, 0, 0, n)
     maxp = struct.pack(">IHHHHHHHHHHHHHH", 0x00010000, n, 2, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0)
     hmtx = struct.pack(">hh", UPEM, 0) * n
     loca = struct.pack(">HHH", 0, len(notdef) // 2, len(notdef))
     # cmap format 4: the space maps to glyph 1, then the closing 0xFFFF segment
-    seg = (struct.pack(">7H", 4, 32, 0, 4, 4, 1, 0) + struct.pack(">HH", 0x20, 0xFFFF) + b"\0\0"
-           + struct.pack(">HH", 0x20, 0xFFFF) + struct.pack(">hh", 1 - 0x20, 1) + struct.pack(">HH", 0, 0))
+    seg = (
+        struct.pack(">7H", 4, 32, 0, 4, 4, 1, 0)
+        + struct.pack(">HH", 0x20, 0xFFFF)
+        + b"\0\0"
+        + struct.pack(">HH", 0x20, 0xFFFF)
+        + struct.pack(">hh", 1 - 0x20, 1)
+        + struct.pack(">HH", 0, 0)
+    )
     cmap = struct.pack(">HHHHI", 0, 1, 3, 1, 12) + seg
     post = struct.pack(">IIhhIIIII", 0x00030000, 0, -100, 50, 0, 0, 0, 0, 0)
-    os2 = struct.pack(">HhHHHhhhhhhhhhhh10sIIII4sHHHhhhHHIIhhHHH", 4, UPEM // 2, 400, 5, 0,
-                      650, 700, 0, 140, 650, 700, 0, 480, 50, 250, 0, b"\0" * 10, 0, 0, 0, 0, b"NONE",
-                      0x40, 0x20, 0x20, asc, desc, 0, asc, -desc, 1, 0, 500, 700, 0, 0x20, 0)
-    tables = {b"OS/2": os2, b"cmap": cmap, b"glyf": notdef + notdef, b"head": head, b"hhea": hhea, b"hmtx": hmtx,
-              b"loca": loca, b"maxp": maxp, b"name": _name_table(family), b"post": post}
+    os2 = struct.pack(
+        ">HhHHHhhhhhhhhhhh10sIIII4sHHHhhhHHIIhhHHH",
+        4,
+        UPEM // 2,
+        400,
+        5,
+        0,
+        650,
+        700,
+        0,
+        140,
+        650,
+        700,
+        0,
+        480,
+        50,
+        250,
+        0,
+        b"\0" * 10,
+        0,
+        0,
+        0,
+        0,
+        b"NONE",
+        0x40,
+        0x20,
+        0x20,
+        asc,
+        desc,
+        0,
+        asc,
+        -desc,
+        1,
+        0,
+        500,
+        700,
+        0,
+        0x20,
+        0,
+    )
+    tables = {
+        b"OS/2": os2,
+        b"cmap": cmap,
+        b"glyf": notdef + notdef,
+        b"head": head,
+        b"hhea": hhea,
+        b"hmtx": hmtx,
+        b"loca": loca,
+        b"maxp": maxp,
+        b"name": _name_table(family),
+        b"post": post,
+    }
     num = len(tables)
     es = num.bit_length() - 1
     header = struct.pack(">IHHHH", 0x00010000, num, 16 * (1 << es), es, 16 * num - 16 * (1 << es))
@@ -79,13 +149,18 @@ def font_bytes(family: str = "OcrserveGlyphless") -> bytes:
 def to_unicode_cmap(chars: list[str]) -> bytes:
     """ToUnicode CMap mapping CID i+1 to chars[i] (any code point, astral ones as UTF-16 pairs)."""
     out = [
-        "/CIDInit /ProcSet findresource begin", "12 dict begin", "begincmap",
+        "/CIDInit /ProcSet findresource begin",
+        "12 dict begin",
+        "begincmap",
         "/CIDSystemInfo << /Registry (Adobe) /Ordering (UCS) /Supplement 0 >> def",
-        "/CMapName /Adobe-Identity-UCS def", "/CMapType 2 def",
-        "1 begincodespacerange", "<0000> <FFFF>", "endcodespacerange",
+        "/CMapName /Adobe-Identity-UCS def",
+        "/CMapType 2 def",
+        "1 begincodespacerange",
+        "<0000> <FFFF>",
+        "endcodespacerange",
     ]
     for start in range(0, len(chars), 100):  # at most 100 entries per bfchar section
-        part = chars[start:start + 100]
+        part = chars[start : start + 100]
         out.append(f"{len(part)} beginbfchar")
         out += [f"<{start + i + 1:04X}> <{c.encode('utf-16-be').hex().upper()}>" for i, c in enumerate(part)]
         out.append("endbfchar")

@@ -29,25 +29,25 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import io
-import time
 import logging
 import math
 import re
+import time
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
+from ocrserve.document import Block, Document
+from ocrserve.errors import OcrserveError
+from ocrserve.export.glyphless import ASCENT, cid_to_gid_map, font_bytes, to_unicode_cmap
 from ocrserve.ingest.office import OFFICE_TYPES, pdf_for
 from ocrserve.ingest.pdf.chars import _Frame as PageFrame
 from ocrserve.ingest.pdf.document import DocumentError
-from ocrserve.document import Block, Document
 from ocrserve.labels import FIGURE_LABELS
-from ocrserve.export.glyphless import ASCENT, cid_to_gid_map, font_bytes, to_unicode_cmap
-from ocrserve.errors import OcrserveError
 
 log = logging.getLogger(__name__)
 
-CHAR_WIDTH = 0.42     # average character width / line height (about 0.5 em at a 1.2 line spacing)
+CHAR_WIDTH = 0.42  # average character width / line height (about 0.5 em at a 1.2 line spacing)
 DEFAULT_IMAGE_DPI = 150.0
 _MAX_CIDS = 65534
 _WS = re.compile(r"\s+")
@@ -72,8 +72,11 @@ class PlacedLine:
 
 
 def _clean(text: str) -> str:
-    text = "".join(" " if ch.isspace() else ch for ch in text
-                   if ch.isspace() or unicodedata.category(ch) not in ("Cc", "Cs", "Co", "Cn"))
+    text = "".join(
+        " " if ch.isspace() else ch
+        for ch in text
+        if ch.isspace() or unicodedata.category(ch) not in ("Cc", "Cs", "Co", "Cn")
+    )
     return _WS.sub(" ", text).strip()
 
 
@@ -101,7 +104,7 @@ def _wrap(line: str, width: int) -> list[str]:
                     break
                 piece, pu = piece + ch, pu + u
             out.append(piece)
-            word = word[len(piece):]
+            word = word[len(piece) :]
             wu = _units(word)
         cur, cur_u = word, wu
     if cur:
@@ -117,8 +120,9 @@ def block_lines(block: Block) -> list[str]:
         from selectolax.lexbor import LexborHTMLParser
 
         tree = LexborHTMLParser(block.html)
-        rows = [_clean(" ".join(c.text(deep=True, separator=" ") or "" for c in tr.css("td, th")))
-                for tr in tree.css("tr")]
+        rows = [
+            _clean(" ".join(c.text(deep=True, separator=" ") or "" for c in tr.css("td, th"))) for tr in tree.css("tr")
+        ]
         rows = [r for r in rows if r]
         if rows:
             return rows
@@ -138,8 +142,12 @@ def layout_block(lines: list[str], box: tuple[float, float, float, float]) -> li
     while True:
         lh = H / k
         per_line = max(1, int(W / (CHAR_WIDTH * lh)))
-        wrapped = [(piece, i == len(parts) - 1) for ln in lines for parts in [_wrap(ln, per_line)]
-                   for i, piece in enumerate(parts)]
+        wrapped = [
+            (piece, i == len(parts) - 1)
+            for ln in lines
+            for parts in [_wrap(ln, per_line)]
+            for i, piece in enumerate(parts)
+        ]
         if len(wrapped) <= k or per_line == 1:
             break
         k += 1
@@ -155,8 +163,9 @@ def layout_block(lines: list[str], box: tuple[float, float, float, float]) -> li
     return placed
 
 
-def page_layout(blocks: list[Block], width: float, height: float,
-                regions: list[tuple[float, float, float, float]] | None = None) -> list[PlacedLine]:
+def page_layout(
+    blocks: list[Block], width: float, height: float, regions: list[tuple[float, float, float, float]] | None = None
+) -> list[PlacedLine]:
     """Text-layer lines of a page of `width` x `height` (displayed page units); with `regions`,
     only the blocks lying mostly inside one of them."""
     out: list[PlacedLine] = []
@@ -218,8 +227,9 @@ class _LayerFont:
         ]
         gids = cid_to_gid_map(len(ordered))
         self._keep.append((ctypes.c_ubyte * len(gids)).from_buffer_copy(gids))
-        self.handle = pdfium_c.FPDFText_LoadCidType2Font(pdf.raw, self._keep[0], len(data), self._keep[1],
-                                                         self._keep[2], len(gids))
+        self.handle = pdfium_c.FPDFText_LoadCidType2Font(
+            pdf.raw, self._keep[0], len(data), self._keep[1], self._keep[2], len(gids)
+        )
         if not self.handle:
             raise SearchablePdfError("pdfium could not load the text-layer font")
 
@@ -281,7 +291,9 @@ def _pdf_source(doc: Document, path: Path, password: str | None) -> bytes:
             if not p.blocks or p.status == "failed":
                 continue
             if not 0 <= p.index < len(pdf):
-                log.warning("%s: the document has page %d, the PDF only %d pages; page skipped", path, p.index + 1, len(pdf))
+                log.warning(
+                    "%s: the document has page %d, the PDF only %d pages; page skipped", path, p.index + 1, len(pdf)
+                )
                 continue
             page = pdf[p.index]
             report = analyze_page(page)
@@ -315,7 +327,11 @@ def _image_frames(path: Path, kind: str):
             dpi = img.info.get("dpi")
             frame = ImageOps.exif_transpose(img)
             if frame.mode not in ("RGB", "L"):
-                frame = frame.convert("RGBA").convert("RGB") if "A" in frame.mode or frame.mode == "P" else frame.convert("RGB")
+                frame = (
+                    frame.convert("RGBA").convert("RGB")
+                    if "A" in frame.mode or frame.mode == "P"
+                    else frame.convert("RGB")
+                )
             plain_jpeg = img.format == "JPEG" and orientation == 1 and img.mode in ("RGB", "L")
             yield i, frame.copy(), dpi, plain_jpeg
 
@@ -374,8 +390,13 @@ def _reproducible(data: bytes, doc: Document, path: Path) -> bytes:
     return _FILE_ID.sub(b"/ID[<" + file_id + b"><" + file_id + b">]", data, count=1)
 
 
-def searchable_pdf(doc: Document, source: str | Path | None = None, *, password: str | None = None,
-                   image_dpi: float = DEFAULT_IMAGE_DPI) -> bytes:
+def searchable_pdf(
+    doc: Document,
+    source: str | Path | None = None,
+    *,
+    password: str | None = None,
+    image_dpi: float = DEFAULT_IMAGE_DPI,
+) -> bytes:
     """The searchable PDF of `doc` built from its source (default: doc.source.path), as bytes."""
     path = Path(source if source is not None else doc.source.path)
     if not path.is_file():

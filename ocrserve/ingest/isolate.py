@@ -20,17 +20,17 @@ import logging
 import multiprocessing as mp
 import os
 import threading
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures import wait as futures_wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from ocrserve.ingest.pool import CRASH_MESSAGE, WorkerCrash, default_task_timeout, kill_workers, retire, timeout_error
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
 
 
 def _start_method() -> str:
@@ -120,8 +120,9 @@ class IsolatedCalls:
                 except Exception:  # noqa: BLE001 - private API; at worst a warning in the worker log
                     pass
             self._ctx_preload()
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=self._ctx, initializer=_watch_owner,
-                                             initargs=(os.getpid(),))
+            self._pool = ProcessPoolExecutor(
+                max_workers=1, mp_context=self._ctx, initializer=_watch_owner, initargs=(os.getpid(),)
+            )
         return self._pool
 
     def _ctx_preload(self) -> None:
@@ -144,12 +145,19 @@ class IsolatedCalls:
                     if fut.done():  # a result, the task's own error (even a TimeoutError), or a crash
                         return fut.result()
                 except BrokenProcessPool:
-                    log.warning("the render child process died (%s, attempt %d); restarting it",
-                                getattr(fn, "__name__", fn), attempt)
+                    log.warning(
+                        "the render child process died (%s, attempt %d); restarting it",
+                        getattr(fn, "__name__", fn),
+                        attempt,
+                    )
                     self._drop(pool)
                     continue
-                log.warning("the render child was stuck for %g s (%s, attempt %d); killing it",
-                            self.timeout, getattr(fn, "__name__", fn), attempt)
+                log.warning(
+                    "the render child was stuck for %g s (%s, attempt %d); killing it",
+                    self.timeout,
+                    getattr(fn, "__name__", fn),
+                    attempt,
+                )
                 kill_workers(pool)
                 self._drop(pool)
                 if attempt == 2:

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
 
 
 @dataclass(frozen=True)
@@ -34,10 +34,10 @@ class Occupant:
     JSON does not say), or a folder that is no document (it holds other documents)."""
 
     document: bool
-    path: Optional[str] = None
+    path: str | None = None
 
 
-OccupantOf = Callable[[str], Optional[Occupant]]
+OccupantOf = Callable[[str], Occupant | None]
 
 
 def path_hash(f: Path) -> str:
@@ -93,9 +93,9 @@ def assign_names(docs: list[tuple[Path, str, str]], occupant: OccupantOf | None 
     `occupant(name)` says what the output folder already holds under a name (None: nothing, or no
     output folder)."""
     look = occupant or (lambda _name: None)
-    memo: dict[str, Optional[Occupant]] = {}
+    memo: dict[str, Occupant | None] = {}
 
-    def at(name: str) -> Optional[Occupant]:
+    def at(name: str) -> Occupant | None:
         if name not in memo:
             memo[name] = look(name)
         return memo[name]
@@ -108,8 +108,15 @@ def assign_names(docs: list[tuple[Path, str, str]], occupant: OccupantOf | None 
         parts = name.split("/")
         return any((o := at("/".join(parts[:i]))) is not None and o.document for i in range(1, len(parts)))
 
-    order = sorted(range(len(docs)), key=lambda i: (-docs[i][1].count("/"), docs[i][1].casefold(),
-                                                    docs[i][1] != docs[i][2], str(docs[i][0].absolute())))
+    order = sorted(
+        range(len(docs)),
+        key=lambda i: (
+            -docs[i][1].count("/"),
+            docs[i][1].casefold(),
+            docs[i][1] != docs[i][2],
+            str(docs[i][0].absolute()),
+        ),
+    )
     claims = _Claims()
     names: dict[int, str] = {}
     for i in order:  # 1. what is already this file's in the output folder stays its own

@@ -33,25 +33,50 @@ log = logging.getLogger(__name__)
 
 # file suffix -> document type (the Document's source.type)
 OFFICE_EXTENSIONS = {
-    ".docx": "docx", ".docm": "docx", ".dotx": "docx", ".xlsx": "xlsx", ".xlsm": "xlsx", ".pptx": "pptx",
-    ".pptm": "pptx", ".odt": "odt", ".ods": "ods", ".odp": "odp", ".rtf": "rtf", ".html": "html",
-    ".htm": "html", ".xhtml": "html", ".doc": "doc", ".xls": "xls", ".ppt": "ppt",
+    ".docx": "docx",
+    ".docm": "docx",
+    ".dotx": "docx",
+    ".xlsx": "xlsx",
+    ".xlsm": "xlsx",
+    ".pptx": "pptx",
+    ".pptm": "pptx",
+    ".odt": "odt",
+    ".ods": "ods",
+    ".odp": "odp",
+    ".rtf": "rtf",
+    ".html": "html",
+    ".htm": "html",
+    ".xhtml": "html",
+    ".doc": "doc",
+    ".xls": "xls",
+    ".ppt": "ppt",
 }
 OFFICE_TYPES = frozenset(OFFICE_EXTENSIONS.values())
 # the Debian package whose LibreOffice component reads each type (each brings libreoffice-core)
-PACKAGES = {**dict.fromkeys(("docx", "odt", "rtf", "html", "doc"), "libreoffice-writer"),
-            **dict.fromkeys(("xlsx", "ods", "xls"), "libreoffice-calc"),
-            **dict.fromkeys(("pptx", "odp", "ppt"), "libreoffice-impress")}
+PACKAGES = {
+    **dict.fromkeys(("docx", "odt", "rtf", "html", "doc"), "libreoffice-writer"),
+    **dict.fromkeys(("xlsx", "ods", "xls"), "libreoffice-calc"),
+    **dict.fromkeys(("pptx", "odp", "ppt"), "libreoffice-impress"),
+}
 _ZIPPED = {"docx", "xlsx", "pptx", "odt", "ods", "odp"}
 _OLE = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
-_ODF = {"application/vnd.oasis.opendocument.text": "odt", "application/vnd.oasis.opendocument.spreadsheet": "ods",
-        "application/vnd.oasis.opendocument.presentation": "odp"}
-_OOXML = (("wordprocessingml", "docx"), ("ms-word.", "docx"), ("spreadsheetml", "xlsx"), ("ms-excel.", "xlsx"),
-          ("presentationml", "pptx"), ("ms-powerpoint.", "pptx"))
+_ODF = {
+    "application/vnd.oasis.opendocument.text": "odt",
+    "application/vnd.oasis.opendocument.spreadsheet": "ods",
+    "application/vnd.oasis.opendocument.presentation": "odp",
+}
+_OOXML = (
+    ("wordprocessingml", "docx"),
+    ("ms-word.", "docx"),
+    ("spreadsheetml", "xlsx"),
+    ("ms-excel.", "xlsx"),
+    ("presentationml", "pptx"),
+    ("ms-powerpoint.", "pptx"),
+)
 _OLE_STREAMS = (("WordDocument", "doc"), ("Workbook", "xls"), ("Book", "xls"), ("PowerPoint Document", "ppt"))
-BATCH = 16              # files per LibreOffice start
+BATCH = 16  # files per LibreOffice start
 DEFAULT_TIMEOUT_S = 120.0
-_KEEP_S = 24 * 3600     # cached PDFs unused this long are removed
+_KEEP_S = 24 * 3600  # cached PDFs unused this long are removed
 _RUNNING: set[subprocess.Popen] = set()  # LibreOffice processes converting now (stopped when a run is cancelled)
 
 
@@ -97,8 +122,10 @@ def soffice(kind: str = "docx") -> str:
     """LibreOffice's soffice executable; OfficeError naming the Debian package when it is not on PATH."""
     found = shutil.which("soffice") or shutil.which("libreoffice")
     if found is None:
-        raise OfficeError(f"{display(kind)} files need LibreOffice, which is not installed (no soffice on PATH): "
-                          f"install the Debian package {PACKAGES.get(kind, 'libreoffice-writer')}")
+        raise OfficeError(
+            f"{display(kind)} files need LibreOffice, which is not installed (no soffice on PATH): "
+            f"install the Debian package {PACKAGES.get(kind, 'libreoffice-writer')}"
+        )
     return found
 
 
@@ -114,8 +141,11 @@ def check_readable(path: Path, kind: str) -> None:
         return
     try:
         with zipfile.ZipFile(path) as z:
-            if kind in ("odt", "ods", "odp") and "META-INF/manifest.xml" in z.namelist() \
-                    and b"encryption-data" in z.read("META-INF/manifest.xml"):
+            if (
+                kind in ("odt", "ods", "odp")
+                and "META-INF/manifest.xml" in z.namelist()
+                and b"encryption-data" in z.read("META-INF/manifest.xml")
+            ):
                 raise OfficeError(f"password-protected {display(kind)} (encrypted): save a copy without a password")
     except zipfile.BadZipFile as e:
         raise OfficeError(f"corrupt {display(kind)}: not a readable zip archive ({e})") from None
@@ -128,7 +158,7 @@ def _holds(path: Path, needle: bytes) -> bool:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             if needle in tail + chunk:
                 return True
-            tail = chunk[-len(needle):]
+            tail = chunk[-len(needle) :]
     return False
 
 
@@ -192,7 +222,7 @@ def prepare(paths: Iterable[str | Path], timeout_s: float | None = None) -> None
         todo.append((p, kind))
     for i in range(0, len(todo), BATCH):
         try:
-            convert_batch(todo[i:i + BATCH], timeout_s)
+            convert_batch(todo[i : i + BATCH], timeout_s)
         except (OSError, DocumentError) as e:
             log.warning("LibreOffice batch: %s", e)
 
@@ -232,8 +262,10 @@ def convert_batch(items: list[tuple[Path, str]], timeout_s: float | None = None)
         return failed
     html = [k == "html" for _, k in items]
     if any(html) and not all(html):  # HTML is read by Writer (Writer/Web leaves headings out): its own start
-        return {**convert_batch([it for it, h in zip(items, html, strict=True) if not h], timeout_s),
-                **convert_batch([it for it, h in zip(items, html, strict=True) if h], timeout_s)}
+        return {
+            **convert_batch([it for it, h in zip(items, html, strict=True) if not h], timeout_s),
+            **convert_batch([it for it, h in zip(items, html, strict=True) if h], timeout_s),
+        }
     exe = soffice(items[0][1])
     per_file = _timeout(timeout_s)
     cache = cache_dir()
@@ -252,13 +284,31 @@ def convert_batch(items: list[tuple[Path, str]], timeout_s: float | None = None)
             stems.add(target.stem)
             keys[n] = (key, kind, target)
         out = work / "out"
-        cmd = [exe, f"-env:UserInstallation={(work / 'profile').as_uri()}", "--headless", "--invisible",
-               "--norestore", "--nologo", "--nolockcheck", *(["--infilter=HTML (StarWriter)"] if all(html) else []),
-               "--convert-to", "pdf", "--outdir", str(out), *[str(k[2]) for k in keys.values()]]
+        cmd = [
+            exe,
+            f"-env:UserInstallation={(work / 'profile').as_uri()}",
+            "--headless",
+            "--invisible",
+            "--norestore",
+            "--nologo",
+            "--nolockcheck",
+            *(["--infilter=HTML (StarWriter)"] if all(html) else []),
+            "--convert-to",
+            "pdf",
+            "--outdir",
+            str(out),
+            *[str(k[2]) for k in keys.values()],
+        ]
         timeout = per_file * len(items)
         t0 = time.monotonic()
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True, cwd=work)
+        proc = subprocess.Popen(
+            cmd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            cwd=work,
+        )
         _RUNNING.add(proc)
         try:
             _, err = proc.communicate(timeout=timeout)
@@ -266,8 +316,10 @@ def convert_batch(items: list[tuple[Path, str]], timeout_s: float | None = None)
             _kill(proc)
             proc.communicate()
             log.warning("LibreOffice did not finish %d file(s) within %g s", len(items), timeout)
-            return {path: f"LibreOffice did not convert it within {timeout:g} s (OCRSERVE_OFFICE_TIMEOUT_S)"
-                    for path, _ in items}
+            return {
+                path: f"LibreOffice did not convert it within {timeout:g} s (OCRSERVE_OFFICE_TIMEOUT_S)"
+                for path, _ in items
+            }
         finally:
             _RUNNING.discard(proc)
         if proc.returncode < 0:  # stopped by a signal (a cancelled run): nothing is kept
@@ -296,10 +348,13 @@ def _suffix(path: Path, kind: str) -> str:
 def _why(kind: str, said: str) -> tuple[str, bool]:
     """(why LibreOffice made no PDF, whether that is the file's fault rather than the installation's)."""
     if "no export filter" in said.lower():
-        return (f"LibreOffice cannot convert {display(kind)} files here: install the Debian package "
-                f"{PACKAGES.get(kind, 'libreoffice-writer')}"), False
-    return (f"LibreOffice could not load this {display(kind)} (corrupt, password-protected, or not a "
-            f"{display(kind)} file)"), True
+        return (
+            f"LibreOffice cannot convert {display(kind)} files here: install the Debian package "
+            f"{PACKAGES.get(kind, 'libreoffice-writer')}"
+        ), False
+    return (
+        f"LibreOffice could not load this {display(kind)} (corrupt, password-protected, or not a {display(kind)} file)"
+    ), True
 
 
 def _kill(proc: subprocess.Popen) -> None:

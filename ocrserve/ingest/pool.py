@@ -9,17 +9,18 @@ crash; a task that hangs again fails with WorkerTimeout.
 
 from __future__ import annotations
 
-from ocrserve.errors import OcrserveError
 import asyncio
 import logging
 import multiprocessing as mp
 import os
 import sys
 import threading
-from functools import partial
-from typing import Any
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from functools import partial
+from typing import Any
+
+from ocrserve.errors import OcrserveError
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +99,10 @@ CRASH_MESSAGE = "the worker process crashed on this document (twice)"
 
 
 def timeout_error(seconds: float) -> WorkerTimeout:
-    return WorkerTimeout(f"timed out after {seconds:g} s (twice): the worker was stuck on this document "
-                         "(OCRSERVE_RENDER_TIMEOUT_S sets the limit)")
+    return WorkerTimeout(
+        f"timed out after {seconds:g} s (twice): the worker was stuck on this document "
+        "(OCRSERVE_RENDER_TIMEOUT_S sets the limit)"
+    )
 
 
 def default_task_timeout(settings=None) -> float | None:
@@ -178,8 +181,14 @@ class ResilientPool:
     """A process pool for one event loop (a Converter's, a service's): at most `workers` tasks are handed
     to the processes at once, and a task's timeout counts while it is handed out."""
 
-    def __init__(self, workers: int, initializer=None, initargs=(), start_method: str | None = None,
-                 task_timeout: float | None | str = "default") -> None:
+    def __init__(
+        self,
+        workers: int,
+        initializer=None,
+        initargs=(),
+        start_method: str | None = None,
+        task_timeout: float | None | str = "default",
+    ) -> None:
         """task_timeout: seconds a task may run (None: no limit; "default": OCRSERVE_RENDER_TIMEOUT_S or 120)."""
         self.workers = workers
         self.task_timeout = default_task_timeout() if task_timeout == "default" else task_timeout
@@ -195,8 +204,12 @@ class ResilientPool:
         return self._pool
 
     def _executor(self, workers: int) -> ProcessPoolExecutor:
-        return ProcessPoolExecutor(max_workers=workers, mp_context=self._ctx, initializer=_worker_init,
-                                   initargs=(self._initializer, self._initargs))
+        return ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=self._ctx,
+            initializer=_worker_init,
+            initargs=(self._initializer, self._initargs),
+        )
 
     async def run(self, fn, *args, **kwargs):
         """Run fn in a worker. If a worker dies (this task's or another's: the whole pool breaks) or a
@@ -264,9 +277,12 @@ class ResilientPool:
             # stuck: a document pdfium loops on, or (rarely) a worker forked while another thread held a
             # lock. Kill the pool's processes: every task in it then fails with BrokenProcessPool and is
             # retried alone, this one too.
-            log.warning("a worker was stuck for %g s (%s); killing %s",
-                        self.task_timeout, getattr(fn, "__name__", "task"),
-                        "its process" if solo is not None else "the pool's processes")
+            log.warning(
+                "a worker was stuck for %g s (%s); killing %s",
+                self.task_timeout,
+                getattr(fn, "__name__", "task"),
+                "its process" if solo is not None else "the pool's processes",
+            )
             kill_workers(pool, procs)
             fut.add_done_callback(_consume)
             if solo is None:

@@ -23,13 +23,12 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps
 
-
 from ocrserve.imagesize import Budget, client_fit_size, image_upscale_size, pdf_scale
 from ocrserve.ingest import office
-from ocrserve.ingest.pdf.document import DocumentError, forget, open_pdf
+from ocrserve.ingest.pdf.document import DocumentError, open_pdf
+from ocrserve.ingest.pdf.document import forget as forget  # re-exported: callers close a finished document here
 from ocrserve.ingest.sniff import describe_unknown, sniff_file
 from ocrserve.png import encode_pixels, encode_png
-from ocrserve.errors import OcrserveError
 
 
 @dataclass
@@ -45,7 +44,7 @@ class RenderedPage:
     png: bytes
     image_width: int
     image_height: int
-    width: float     # original page size (points or pixels)
+    width: float  # original page size (points or pixels)
     height: float
     unit: str
     render_s: float
@@ -66,7 +65,6 @@ def _fit(img: Image.Image, budget: Budget) -> Image.Image:
     """The client's fit of an image, with upstream's filter (LANCZOS); unchanged when it fits."""
     size = client_fit_size(img.width, img.height, budget)
     return img if size == img.size else img.resize(size, Image.Resampling.LANCZOS)
-
 
 
 def _open_image(path: str, max_pixels: int) -> Image.Image:
@@ -129,7 +127,9 @@ def _flatten(page) -> None:
     pdfium_c.FPDFPage_Flatten(page.raw, pdfium_c.FLAT_NORMALDISPLAY)
 
 
-def pdf_page_pixels(path: str, index: int, budget: Budget, password: str | None = None) -> tuple[np.ndarray, float, float]:
+def pdf_page_pixels(
+    path: str, index: int, budget: Budget, password: str | None = None
+) -> tuple[np.ndarray, float, float]:
     """The page as the client sends it, as (H, W, 3) RGB pixels, and its size in points: rendered whole at
     upstream's scale (flattened first, as upstream does), then fitted with LANCZOS when that changes its size."""
     doc = open_pdf(path, password)
@@ -158,7 +158,9 @@ def pdf_page_pixels(path: str, index: int, budget: Budget, password: str | None 
     return a, float(w), float(h)
 
 
-def pdf_page_image(path: str, index: int, budget: Budget, password: str | None = None) -> tuple[Image.Image, float, float]:
+def pdf_page_image(
+    path: str, index: int, budget: Budget, password: str | None = None
+) -> tuple[Image.Image, float, float]:
     """pdf_page_pixels as a Pillow RGB image."""
     a, w, h = pdf_page_pixels(path, index, budget, password)
     return Image.fromarray(a, "RGB"), w, h
@@ -222,7 +224,9 @@ def readable(path: str, kind: str) -> tuple[str, str]:
     return path, kind
 
 
-def render_page(path: str, kind: str, index: int, budget: Budget, password: str | None, max_image_pixels: int) -> RenderedPage:
+def render_page(
+    path: str, kind: str, index: int, budget: Budget, password: str | None, max_image_pixels: int
+) -> RenderedPage:
     if kind == "pdf":
         return render_pdf_page(path, index, budget, password)
     if kind in office.OFFICE_TYPES:

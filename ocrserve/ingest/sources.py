@@ -10,21 +10,21 @@ import os
 import re
 import stat
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
+from ocrserve.errors import OcrserveError
 from ocrserve.ingest.naming import OccupantOf, assign_names
 from ocrserve.ingest.sniff import DOC_EXTENSIONS, sniff_file
-from ocrserve.errors import OcrserveError
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class SourceFile:
-    path: Path          # the file
-    name: str           # output name: OUT/<name>/<basename>.{md,html,json}; may contain folders
+    path: Path  # the file
+    name: str  # output name: OUT/<name>/<basename>.{md,html,json}; may contain folders
 
     @property
     def basename(self) -> str:
@@ -46,7 +46,7 @@ class InputProblem:
 
     path: Path
     reason: str
-    name: str = ""      # the output name it would have had (for the run's order and events)
+    name: str = ""  # the output name it would have had (for the run's order and events)
 
 
 def _os_reason(e: OSError) -> str:
@@ -129,8 +129,9 @@ def expand_inputs(inputs: list[str | Path], stdin=None, occupant: OccupantOf | N
     return out
 
 
-def expand_sources(inputs: list[str | Path], stdin=None,
-                   occupant: OccupantOf | None = None) -> list[SourceFile | InputProblem]:
+def expand_sources(
+    inputs: list[str | Path], stdin=None, occupant: OccupantOf | None = None
+) -> list[SourceFile | InputProblem]:
     """Expand inputs into documents with unique, stable output names, in input order, and the
     things found that cannot be read (InputProblem: path and reason), where they were found.
 
@@ -198,7 +199,7 @@ def _safe_name(stem: str) -> str:
 
 
 MAX_PAGE_NUMBER = 1_000_000  # a page number above this is a typo, not a document
-MAX_PAGE_RANGES = 1_000      # ranges in one selection; more is not a page selection a person wrote
+MAX_PAGE_RANGES = 1_000  # ranges in one selection; more is not a page selection a person wrote
 
 
 @dataclass(frozen=True)
@@ -212,7 +213,7 @@ class PageSelection:
     ranges: tuple[tuple[int, int], ...]
 
     @classmethod
-    def of(cls, pages: Iterable[int]) -> "PageSelection":
+    def of(cls, pages: Iterable[int]) -> PageSelection:
         """From 0-based page indices (the Python API's list form)."""
         return cls(_merge((i, i + 1) for i in pages))
 
@@ -245,7 +246,7 @@ def _merge(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
 _RANGE = re.compile(r"\s*([0-9]+)\s*(?:-\s*([0-9]+)\s*)?")
 
 
-def parse_page_ranges(spec: "str | PageSelection | Iterable[int] | None") -> PageSelection | None:
+def parse_page_ranges(spec: str | PageSelection | Iterable[int] | None) -> PageSelection | None:
     """'1-5,9' -> PageSelection(((0, 5), (8, 9))) (0-based, sorted, merged). None/'' -> all pages.
 
     A PageSelection is returned as it is; an iterable of ints is taken as 0-based indices.
@@ -274,6 +275,8 @@ def parse_page_ranges(spec: "str | PageSelection | Iterable[int] | None") -> Pag
         if lo < 1 or hi < lo:
             raise InputError(f"--pages {shown!r}: {part.strip()!r} is not a page number or range like 1-5")
         if hi > MAX_PAGE_NUMBER:
-            raise InputError(f"--pages {shown!r}: {part.strip()!r}: page numbers above {MAX_PAGE_NUMBER:,} are not accepted")
+            raise InputError(
+                f"--pages {shown!r}: {part.strip()!r}: page numbers above {MAX_PAGE_NUMBER:,} are not accepted"
+            )
         ranges.append((lo - 1, hi))
     return PageSelection(_merge(ranges))

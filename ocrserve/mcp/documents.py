@@ -62,7 +62,7 @@ class Conversion:
     id: str
     owner: str
     filename: str
-    status: str = "queued"          # queued | running | done | failed
+    status: str = "queued"  # queued | running | done | failed
     pages_total: int = 0
     pages_done: int = 0
     pages_failed: int = 0
@@ -73,13 +73,21 @@ class Conversion:
     task: asyncio.Task | None = None
 
     def public(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.id, "status": self.status, "filename": self.filename,
-                               "pages_total": self.pages_total, "pages_done": self.pages_done,
-                               "pages_failed": self.pages_failed, "error": self.error}
+        out: dict[str, Any] = {
+            "id": self.id,
+            "status": self.status,
+            "filename": self.filename,
+            "pages_total": self.pages_total,
+            "pages_done": self.pages_done,
+            "pages_failed": self.pages_failed,
+            "error": self.error,
+        }
         if self.document is not None:
             out["type"] = self.document.source.type
-            out["resources"] = {"markdown": f"ocrserve://documents/{self.id}/markdown",
-                                "json": f"ocrserve://documents/{self.id}/json"}
+            out["resources"] = {
+                "markdown": f"ocrserve://documents/{self.id}/markdown",
+                "json": f"ocrserve://documents/{self.id}/json",
+            }
         return out
 
 
@@ -91,7 +99,7 @@ class _Input:
     password: str | None
     engine: str
     model: str | None
-    upload: Path | None = None      # the folder of an upload, removed when the conversion ends
+    upload: Path | None = None  # the folder of an upload, removed when the conversion ends
 
 
 def safe_filename(name: str | None) -> str:
@@ -102,8 +110,15 @@ def safe_filename(name: str | None) -> str:
 
 
 class DocumentService:
-    def __init__(self, settings: Settings, roots: list[Path], *, engine: str | None = None, model: str | None = None,
-                 keep: int = 200) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        roots: list[Path],
+        *,
+        engine: str | None = None,
+        model: str | None = None,
+        keep: int = 200,
+    ) -> None:
         self.settings = settings
         self.roots = [Path(r).expanduser().resolve() for r in roots]
         self.engine_name = engine_for(engine or settings.engine, settings.server)
@@ -139,8 +154,10 @@ class DocumentService:
             p = self.roots[0] / p
         real = p.resolve()
         if not any(real == r or real.is_relative_to(r) for r in self.roots):
-            raise RequestError(f"{path}: outside the allowed roots ({', '.join(map(str, self.roots))}); "
-                               "start the server with --allow-root DIR to allow another folder")
+            raise RequestError(
+                f"{path}: outside the allowed roots ({', '.join(map(str, self.roots))}); "
+                "start the server with --allow-root DIR to allow another folder"
+            )
         if not real.exists():
             raise RequestError(f"{path}: no such file")
         if not real.is_file():
@@ -169,12 +186,21 @@ class DocumentService:
     def _pool_(self) -> ResilientPool:
         if self._pool is None:
             s = self.settings
-            self._pool = ResilientPool(default_workers(s.render_workers, cap=8), start_method=s.mp_start,
-                                       task_timeout=default_task_timeout(s))
+            self._pool = ResilientPool(
+                default_workers(s.render_workers, cap=8), start_method=s.mp_start, task_timeout=default_task_timeout(s)
+            )
         return self._pool
 
-    async def _input(self, path: str | None, content_base64: str | None, filename: str | None, pages: str | None,
-                     password: str | None, engine: str | None, model: str | None) -> tuple[_Input, int]:
+    async def _input(
+        self,
+        path: str | None,
+        content_base64: str | None,
+        filename: str | None,
+        pages: str | None,
+        password: str | None,
+        engine: str | None,
+        model: str | None,
+    ) -> tuple[_Input, int]:
         """The document to convert and how, checked: (input, pages to convert)."""
         if engine is not None and engine not in ENGINE_NAMES:
             raise RequestError(f"engine {engine!r}: use one of {', '.join(ENGINE_NAMES)}")
@@ -205,8 +231,10 @@ class DocumentService:
             if selected == 0:
                 raise RequestError(f"{name}: pages={pages} selects none of its {info.page_count} pages")
             if selected > self.settings.max_pages:
-                raise RequestError(f"{name}: {selected} pages to convert; the limit is {self.settings.max_pages} "
-                                   "(OCRSERVE_MAX_PAGES; ask for fewer with pages)")
+                raise RequestError(
+                    f"{name}: {selected} pages to convert; the limit is {self.settings.max_pages} "
+                    "(OCRSERVE_MAX_PAGES; ask for fewer with pages)"
+                )
         except BaseException:
             if upload is not None:
                 shutil.rmtree(upload, ignore_errors=True)
@@ -248,8 +276,10 @@ class DocumentService:
     def get(self, owner: str, conversion_id: str) -> Conversion:
         conv = self.conversions.get(conversion_id) if _ID.fullmatch(conversion_id or "") else None
         if conv is None or conv.owner != owner:
-            raise RequestError(f"no document or job {conversion_id[:40]!r} (unknown, or forgotten: the server keeps "
-                               f"the last {self.keep})")
+            raise RequestError(
+                f"no document or job {conversion_id[:40]!r} (unknown, or forgotten: the server keeps "
+                f"the last {self.keep})"
+            )
         return conv
 
     def render(self, conv: Conversion, fmt: str) -> str:
@@ -257,19 +287,22 @@ class DocumentService:
         if fmt not in FORMATS:
             raise RequestError(f"format {fmt!r}: use one of {', '.join(FORMATS)}")
         if conv.status in ("queued", "running"):
-            raise RequestError(f"{conv.id} is {conv.status}: {conv.pages_done} of {conv.pages_total} pages done; "
-                               "ask job_status until it is done")
+            raise RequestError(
+                f"{conv.id} is {conv.status}: {conv.pages_done} of {conv.pages_total} pages done; "
+                "ask job_status until it is done"
+            )
         if conv.document is None:
             raise RequestError(f"{conv.filename}: the conversion failed: {conv.error}")
-        data, _ = render_format(conv.document, fmt, images=False,
-                                keep_headers_footers=self.settings.keep_headers_footers)
+        data, _ = render_format(
+            conv.document, fmt, images=False, keep_headers_footers=self.settings.keep_headers_footers
+        )
         return data.decode("utf-8")
 
     def _add(self, owner: str, filename: str, pages: int) -> Conversion:
         conv = Conversion(id=uuid.uuid4().hex, owner=owner, filename=filename, pages_total=pages)
         self.conversions[conv.id] = conv
         finished = [k for k, c in self.conversions.items() if c.status in ("done", "failed")]
-        for k in finished[:max(0, len(finished) - self.keep)]:
+        for k in finished[: max(0, len(finished) - self.keep)]:
             del self.conversions[k]
         return conv
 
@@ -293,9 +326,17 @@ class DocumentService:
                 conv.pages_failed += data.get("status") == "failed"
 
         try:
-            conv_ = Converter(engine=await self._engine(inp.engine, inp.model), model=inp.model, settings=self.settings,
-                              pages=inp.pages, password=inp.password, pool=self._pool_(), figures=False,
-                              on_event=on_event, fallback_engine=self._fallback_engine)
+            conv_ = Converter(
+                engine=await self._engine(inp.engine, inp.model),
+                model=inp.model,
+                settings=self.settings,
+                pages=inp.pages,
+                password=inp.password,
+                pool=self._pool_(),
+                figures=False,
+                on_event=on_event,
+                fallback_engine=self._fallback_engine,
+            )
             try:
                 summary = await conv_.run([inp.path])
             finally:

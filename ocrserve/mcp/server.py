@@ -24,16 +24,33 @@ from ocrserve.mcp.documents import LOCAL, Conversion, DocumentService, RequestEr
 log = logging.getLogger(__name__)
 
 Format = Literal["md", "json", "html", "chunks", "txt"]
-PathArg = Annotated[str | None, Field(description="a document on the server's machine (absolute, or relative to the "
-                                                  "first allowed root); give this or content_base64")]
-ContentArg = Annotated[str | None, Field(description="the document's bytes, base64-encoded (PDF, image, DOCX, XLSX, "
-                                                     "PPTX, ...); give this or path")]
+PathArg = Annotated[
+    str | None,
+    Field(
+        description="a document on the server's machine (absolute, or relative to the "
+        "first allowed root); give this or content_base64"
+    ),
+]
+ContentArg = Annotated[
+    str | None,
+    Field(description="the document's bytes, base64-encoded (PDF, image, DOCX, XLSX, PPTX, ...); give this or path"),
+]
 FilenameArg = Annotated[str | None, Field(description="the uploaded file's name, e.g. report.docx")]
 PagesArg = Annotated[str | None, Field(description="1-based page ranges, e.g. 1-3,7 (default: every page)")]
-FormatArg = Annotated[Format, Field(description="md (Markdown), json (the Document: blocks with labels and boxes), "
-                                                "html, chunks (JSON lines for retrieval) or txt")]
-EngineArg = Annotated[str | None, Field(description="lite (CPU: text layer + OCR), openai (the model server the MCP "
-                                                    "server was started with) or hf; default: the server's")]
+FormatArg = Annotated[
+    Format,
+    Field(
+        description="md (Markdown), json (the Document: blocks with labels and boxes), "
+        "html, chunks (JSON lines for retrieval) or txt"
+    ),
+]
+EngineArg = Annotated[
+    str | None,
+    Field(
+        description="lite (CPU: text layer + OCR), openai (the model server the MCP "
+        "server was started with) or hf; default: the server's"
+    ),
+]
 ModelArg = Annotated[str | None, Field(description="model profile: chandra-2 or chandra-1; default: the server's")]
 PasswordArg = Annotated[str | None, Field(description="the password of an encrypted PDF")]
 IdArg = Annotated[str, Field(description="the id a conversion or submit_job answered")]
@@ -59,32 +76,55 @@ def build_server(service: DocumentService, auth: Auth | None = None) -> MCPServe
         return who
 
     def request(path, content_base64, filename, pages, password, engine, model) -> dict[str, Any]:
-        return {"path": path, "content_base64": content_base64, "filename": filename, "pages": pages,
-                "password": password, "engine": engine, "model": model}
+        return {
+            "path": path,
+            "content_base64": content_base64,
+            "filename": filename,
+            "pages": pages,
+            "password": password,
+            "engine": engine,
+            "model": model,
+        }
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
-    async def convert_document(ctx: Context, path: PathArg = None, content_base64: ContentArg = None,
-                               filename: FilenameArg = None, pages: PagesArg = None, format: FormatArg = "md",
-                               engine: EngineArg = None, model: ModelArg = None,
-                               password: PasswordArg = None) -> CallToolResult:
+    async def convert_document(
+        ctx: Context,
+        path: PathArg = None,
+        content_base64: ContentArg = None,
+        filename: FilenameArg = None,
+        pages: PagesArg = None,
+        format: FormatArg = "md",
+        engine: EngineArg = None,
+        model: ModelArg = None,
+        password: PasswordArg = None,
+    ) -> CallToolResult:
         """Convert one document and answer it in the format asked for (Markdown by default). The answer's first
         text says what was converted and the document's id (for the resources); the second is the document."""
         try:
-            conv = await service.convert(owner(ctx), **request(path, content_base64, filename, pages, password,
-                                                                engine, model))
+            conv = await service.convert(
+                owner(ctx), **request(path, content_base64, filename, pages, password, engine, model)
+            )
             return _result(conv, service.render(conv, format), format)
         except RequestError as e:
             raise ToolError(str(e)) from None
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
-    async def submit_job(ctx: Context, path: PathArg = None, content_base64: ContentArg = None,
-                         filename: FilenameArg = None, pages: PagesArg = None, engine: EngineArg = None,
-                         model: ModelArg = None, password: PasswordArg = None) -> dict[str, Any]:
+    async def submit_job(
+        ctx: Context,
+        path: PathArg = None,
+        content_base64: ContentArg = None,
+        filename: FilenameArg = None,
+        pages: PagesArg = None,
+        engine: EngineArg = None,
+        model: ModelArg = None,
+        password: PasswordArg = None,
+    ) -> dict[str, Any]:
         """Start converting a document in the background; answers its job id at once (then job_status, job_result).
         Jobs live as long as this server runs."""
         try:
-            conv = await service.submit(owner(ctx), **request(path, content_base64, filename, pages, password,
-                                                               engine, model))
+            conv = await service.submit(
+                owner(ctx), **request(path, content_base64, filename, pages, password, engine, model)
+            )
         except RequestError as e:
             raise ToolError(str(e)) from None
         return conv.public()
@@ -106,13 +146,21 @@ def build_server(service: DocumentService, auth: Auth | None = None) -> MCPServe
         except RequestError as e:
             raise ToolError(str(e)) from None
 
-    @server.resource("ocrserve://documents/{doc_id}/markdown", name="document-markdown", mime_type="text/markdown",
-                     description="A finished document's Markdown")
+    @server.resource(
+        "ocrserve://documents/{doc_id}/markdown",
+        name="document-markdown",
+        mime_type="text/markdown",
+        description="A finished document's Markdown",
+    )
     async def document_markdown(doc_id: str, ctx: Context) -> str:
         return _read(service, owner(ctx), doc_id, "md")
 
-    @server.resource("ocrserve://documents/{doc_id}/json", name="document-json", mime_type="application/json",
-                     description="A finished document's JSON (the Document: pages, blocks with labels and boxes)")
+    @server.resource(
+        "ocrserve://documents/{doc_id}/json",
+        name="document-json",
+        mime_type="application/json",
+        description="A finished document's JSON (the Document: pages, blocks with labels and boxes)",
+    )
     async def document_json(doc_id: str, ctx: Context) -> str:
         return _read(service, owner(ctx), doc_id, "json")
 
@@ -129,13 +177,17 @@ def _read(service: DocumentService, who: str, doc_id: str, fmt: str) -> str:
 def _result(conv: Conversion, body: str, fmt: str) -> CallToolResult:
     doc = conv.document
     assert doc is not None
-    said = (f"{conv.filename} ({doc.source.type}): {conv.status}, {len(doc.pages)} page(s)"
-            f"{f', {conv.pages_failed} failed' if conv.pages_failed else ''}; id {conv.id}; format {fmt}; "
-            f"resources ocrserve://documents/{conv.id}/markdown and /json")
+    said = (
+        f"{conv.filename} ({doc.source.type}): {conv.status}, {len(doc.pages)} page(s)"
+        f"{f', {conv.pages_failed} failed' if conv.pages_failed else ''}; id {conv.id}; format {fmt}; "
+        f"resources ocrserve://documents/{conv.id}/markdown and /json"
+    )
     if conv.error:
         said += f"; note: {conv.error}"
-    return CallToolResult(content=[TextContent(type="text", text=said), TextContent(type="text", text=body)],
-                          structured_content=conv.public())
+    return CallToolResult(
+        content=[TextContent(type="text", text=said), TextContent(type="text", text=body)],
+        structured_content=conv.public(),
+    )
 
 
 def _version() -> str:
@@ -167,26 +219,39 @@ class BearerKeys:
             return await self.app(scope, receive, send)
         header = dict(scope["headers"]).get(b"authorization")
         if self.auth.identify(header.decode("latin-1") if header else None) is None:
-            body = (b'{"error": "unauthorized", "detail": "' +
-                    (b"invalid API key" if header else b"missing API key: send Authorization: Bearer <key>") + b'"}')
-            await send({"type": "http.response.start", "status": 401, "headers": [
-                (b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
-                (b"content-length", str(len(body)).encode())]})
+            body = (
+                b'{"error": "unauthorized", "detail": "'
+                + (b"invalid API key" if header else b"missing API key: send Authorization: Bearer <key>")
+                + b'"}'
+            )
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 401,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"www-authenticate", b"Bearer"),
+                        (b"content-length", str(len(body)).encode()),
+                    ],
+                }
+            )
             await send({"type": "http.response.body", "body": body})
             return
         return await self.app(scope, receive, send)
 
 
-async def serve_http(service: DocumentService, auth: Auth, host: str, port: int, path: str = "/mcp",
-                     log_level: str = "warning") -> None:
+async def serve_http(
+    service: DocumentService, auth: Auth, host: str, port: int, path: str = "/mcp", log_level: str = "warning"
+) -> None:
     import uvicorn
 
     server = build_server(service, auth)
     limit = service.settings.max_upload_bytes * 4 // 3 + 256 * 1024  # a base64 upload in a JSON-RPC message
     app = server.streamable_http_app(streamable_http_path=path, host=host, max_request_body_size=limit)
     try:
-        await uvicorn.Server(uvicorn.Config(BearerKeys(app, auth), host=host, port=port, log_level=log_level,
-                                            lifespan="on")).serve()
+        await uvicorn.Server(
+            uvicorn.Config(BearerKeys(app, auth), host=host, port=port, log_level=log_level, lifespan="on")
+        ).serve()
     finally:
         await service.aclose()
 

@@ -67,14 +67,14 @@ def _dimension(v: object) -> float:
 
 
 def _is_layout_div(node: LexborNode) -> bool:
-    return (node.tag or "").lower() == "div" and (
-        "data-label" in node.attributes or "data-bbox" in node.attributes
-    )
+    return (node.tag or "").lower() == "div" and ("data-label" in node.attributes or "data-bbox" in node.attributes)
 
 
 def _contains_layout_div(node: LexborNode) -> bool:
-    return (node.tag or "").lower() not in ("-text", "table") and node.is_element_node and (
-        node.css_first("div[data-label], div[data-bbox]") is not None
+    return (
+        (node.tag or "").lower() not in ("-text", "table")
+        and node.is_element_node
+        and (node.css_first("div[data-label], div[data-bbox]") is not None)
     )
 
 

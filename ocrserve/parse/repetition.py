@@ -18,12 +18,12 @@ def repetition_period(text: str, *, min_span: int = 400, min_repeats: int = 6, m
     if n < min_span or min_repeats < 2:
         return None
     for p in range(1, min(max_period, n // min_repeats) + 1):
-        unit = t[n - p:]
-        if t[n - 2 * p:n - p] != unit or not unit.strip():
+        unit = t[n - p :]
+        if t[n - 2 * p : n - p] != unit or not unit.strip():
             continue
         end = n - p
         repeats = 1
-        while end - p >= 0 and t[end - p:end] == unit:
+        while end - p >= 0 and t[end - p : end] == unit:
             repeats += 1
             end -= p
         if repeats >= min_repeats and repeats * p >= min_span:

@@ -17,9 +17,10 @@ import shutil
 import time
 import uuid
 import weakref
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from ocrserve.document import Document, Page
 from ocrserve.engines import Engine, EngineResult, FallbackEngine, PageInput, create_engine, create_fallback
@@ -103,7 +104,8 @@ class Converter:
         self.last_summary: RunSummary | None = None
         self._own_pool = pool is None
         self.pool = pool or ResilientPool(
-            default_workers(opts.render_workers, cap=8), start_method=self.settings.mp_start,
+            default_workers(opts.render_workers, cap=8),
+            start_method=self.settings.mp_start,
             task_timeout=default_task_timeout(self.settings),
         )
         self.on_delta = on_delta
@@ -129,7 +131,7 @@ class Converter:
                     res = await self.engine.ocr(pi, on_delta=lambda text: cb(pi.doc_id, pi.index, text))
                 else:
                     res = await self.engine.ocr(pi)
-            except Exception as e:  # noqa: BLE001 - an engine bug must not lose the page
+            except Exception as e:
                 log.exception("engine %s raised on %s page %d", self.engine.name, pi.doc_id, pi.index + 1)
                 res = engine_error(self.engine.name, e)
         return (res, *steps.page_status(res))
@@ -152,13 +154,26 @@ class Converter:
             figures = opts.figures and st.staging is not None
             try:
                 parsed = await self.pool.run(
-                    steps.finish_page, res.raw, self.profile, png=rp.png if figures else None,
-                    staging=str(st.staging) if figures else None, prefix=src.basename, **steps.parse_kwargs(res, rp),
+                    steps.finish_page,
+                    res.raw,
+                    self.profile,
+                    png=rp.png if figures else None,
+                    staging=str(st.staging) if figures else None,
+                    prefix=src.basename,
+                    **steps.parse_kwargs(res, rp),
                 )
             except Exception as e:  # noqa: BLE001
                 parsed = e
-        return steps.result_page(res, status, model_error, rp, parsed, engine_s=engine_s,
-                                 default_engine=self.engine.name, keep_raw=opts.keep_raw)
+        return steps.result_page(
+            res,
+            status,
+            model_error,
+            rp,
+            parsed,
+            engine_s=engine_s,
+            default_engine=self.engine.name,
+            keep_raw=opts.keep_raw,
+        )
 
     async def _page_task(self, st: _DocState, index: int, slots: asyncio.Semaphore) -> None:
         try:
@@ -166,7 +181,7 @@ class Converter:
                 page = await self._page(st, index)
             except asyncio.CancelledError:
                 raise
-            except Exception as e:  # noqa: BLE001 - a bug here must not hang the document
+            except Exception as e:
                 log.exception("page %d of %s", index + 1, st.src.path)
                 page = Page(index=index, width=0, height=0, status="failed", error=f"internal error: {e!r}")
         finally:
@@ -180,24 +195,37 @@ class Converter:
     async def _finish_doc(self, st: _DocState) -> None:
         try:
             await self._assemble(st)
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             log.exception("assembling %s", st.src.path)
-            st.result = DocResult(name=st.src.name, path=str(st.src.path), status="failed", error=f"internal error: {e!r}")
+            st.result = DocResult(
+                name=st.src.name, path=str(st.src.path), status="failed", error=f"internal error: {e!r}"
+            )
             self.emit("doc_done", result=st.result)
         finally:
             st.done.set()
 
     async def _assemble(self, st: _DocState) -> None:
-        doc = steps.assemble_document(str(st.src.path), st.info, [st.pages[i] for i in st.indices],
-                                      steps.document_model(self.engine.name, self.profile.name, self.model_engine))
+        doc = steps.assemble_document(
+            str(st.src.path),
+            st.info,
+            [st.pages[i] for i in st.indices],
+            steps.document_model(self.engine.name, self.profile.name, self.model_engine),
+        )
         result = document_result(st.src.name, str(st.src.path), doc)
         cancelled = False
         if self.target is not None:
             # a write that started finishes (Ctrl-C mid-write): the document is whole and counted
-            fut = asyncio.ensure_future(asyncio.to_thread(
-                self.target.write, doc, st.src.name, {}, self.run_id, formats=self.options.formats,
-                ctx=render_context(self.options),
-            ))
+            fut = asyncio.ensure_future(
+                asyncio.to_thread(
+                    self.target.write,
+                    doc,
+                    st.src.name,
+                    {},
+                    self.run_id,
+                    formats=self.options.formats,
+                    ctx=render_context(self.options),
+                )
+            )
             while not fut.done():
                 try:
                     await asyncio.shield(fut)
@@ -220,21 +248,31 @@ class Converter:
 
     async def _open(self, src: SourceFile) -> SourceInfo | DocResult:
         try:
-            return await self.pool.run(open_source, str(src.path), self.options.password, self.settings.max_image_pixels)
+            return await self.pool.run(
+                open_source, str(src.path), self.options.password, self.settings.max_image_pixels
+            )
         except Exception as e:  # noqa: BLE001 - one bad document never stops the others
             t = self.target
-            if t is not None and not self.options.force and done_though_unreadable(
-                    e, t.load_existing(src.name), self.page_filter, self.options.formats):
+            if (
+                t is not None
+                and not self.options.force
+                and done_though_unreadable(e, t.load_existing(src.name), self.page_filter, self.options.formats)
+            ):
                 return DocResult(name=src.name, path=str(src.path), status="skipped")
             return DocResult(name=src.name, path=str(src.path), status="failed", error=steps.open_error(e))
 
     def _plan(self, src: SourceFile, info: SourceInfo) -> Plan:
         t = self.target
         return plan_document(
-            src, info.sha256, info.page_count, steps.page_indices(self.page_filter, info.page_count),
-            writes=t is not None, force=self.options.force,
+            src,
+            info.sha256,
+            info.page_count,
+            steps.page_indices(self.page_filter, info.page_count),
+            writes=t is not None,
+            force=self.options.force,
             here=t.load_existing(src.name) if t is not None else None,
-            alt=lambda: t.load_existing(alt_name(src)) if t is not None else None, formats=self.options.formats,
+            alt=lambda: t.load_existing(alt_name(src)) if t is not None else None,
+            formats=self.options.formats,
         )
 
     async def run(self, inputs: list[str | Path] | str | Path) -> RunSummary:
@@ -299,8 +337,15 @@ class Converter:
                     page = known.get(i)
                     if page is not None and page.index == i and page.status != "failed":
                         st.pages[i] = page
-                        self.emit("page_done", name=src.name, index=i, status=page.status, error=page.error,
-                                  page=page, resumed=True)
+                        self.emit(
+                            "page_done",
+                            name=src.name,
+                            index=i,
+                            status=page.status,
+                            error=page.error,
+                            page=page,
+                            resumed=True,
+                        )
                 if len(st.pages) == len(indices):
                     await self._finish_doc(st)
                     continue
@@ -336,7 +381,7 @@ class Converter:
         if self._fallback_engine is not None and self._fallback_factory is None:
             await self._fallback_engine.aclose()
 
-    async def __aenter__(self) -> "Converter":
+    async def __aenter__(self) -> Converter:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:

@@ -15,14 +15,15 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ocrserve.document import Document
+from ocrserve.export.formats import DEFAULT_FORMATS, RenderContext, get_format, output_formats
 from ocrserve.ingest.naming import path_hash, same_file
 from ocrserve.ingest.sources import SourceFile
-from ocrserve.export.formats import DEFAULT_FORMATS, RenderContext, get_format, output_formats
 
 if TYPE_CHECKING:
     from ocrserve.pipeline.options import ConvertOptions
@@ -71,20 +72,23 @@ class Existing:
     sha256: str | None
     path: str | None
     pages: frozenset[int]
-    ok: bool                 # no page failed
-    page_count: int = 0      # the source's
+    ok: bool  # no page failed
+    page_count: int = 0  # the source's
     formats: frozenset[str] = frozenset()  # the formats whose files are there (md, html, json, ...)
 
     @classmethod
-    def from_json(cls, data: Any) -> "Existing | None":
+    def from_json(cls, data: Any) -> Existing | None:
         if not isinstance(data, dict):
             return None
         pages = [pg for pg in data.get("pages", []) if isinstance(pg, dict)]
         src = data.get("source") or {}
-        return cls(sha256=src.get("sha256"), path=src.get("path"),
-                   pages=frozenset(pg.get("index") for pg in pages if isinstance(pg.get("index"), int)),
-                   ok=all(pg.get("status") != "failed" for pg in pages),
-                   page_count=src.get("page_count") if isinstance(src.get("page_count"), int) else 0)
+        return cls(
+            sha256=src.get("sha256"),
+            path=src.get("path"),
+            pages=frozenset(pg.get("index") for pg in pages if isinstance(pg.get("index"), int)),
+            ok=all(pg.get("status") != "failed" for pg in pages),
+            page_count=src.get("page_count") if isinstance(src.get("page_count"), int) else 0,
+        )
 
 
 def load_existing(out: Path, name: str) -> Existing | None:
@@ -96,8 +100,12 @@ def load_existing(out: Path, name: str) -> Existing | None:
     return replace(found, formats=frozenset(f.name for f in output_formats() if (here / f"{base}{f.suffix}").is_file()))
 
 
-def is_complete(existing: Existing | None, sha256: str | None, indices: list[int] | None = None,
-                formats: tuple[str, ...] | None = None) -> bool:
+def is_complete(
+    existing: Existing | None,
+    sha256: str | None,
+    indices: list[int] | None = None,
+    formats: tuple[str, ...] | None = None,
+) -> bool:
     """True when a finished output for this exact source, holding every wanted page and every wanted
     format (a run asking for a format the earlier one did not write redoes the document), is there."""
     if existing is None:
@@ -116,8 +124,9 @@ def alt_name(src: SourceFile) -> str:
     return f"{src.name}-{path_hash(src.path)}"
 
 
-def choose_name(src: SourceFile, sha256: str, here: Existing | None,
-                alt: Callable[[], Existing | None]) -> tuple[SourceFile, Existing | None]:
+def choose_name(
+    src: SourceFile, sha256: str, here: Existing | None, alt: Callable[[], Existing | None]
+) -> tuple[SourceFile, Existing | None]:
     """(the document's output name, what is already written under it). A document already in OUT
     under this name from another file keeps its output: this one gets a short hash of its path (a
     later run never overwrites an unrelated document). `alt()` reads what is under that other name."""
@@ -128,14 +137,25 @@ def choose_name(src: SourceFile, sha256: str, here: Existing | None,
     return SourceFile(path=src.path, name=alt_name(src)), alt()
 
 
-def render_context(options: "ConvertOptions") -> RenderContext:
+def render_context(options: ConvertOptions) -> RenderContext:
     """What a conversion's options say about rendering its files (both schedulers' writers use this)."""
-    return RenderContext(keep_headers_footers=bool(options.keep_headers_footers), paginate=options.paginate,
-                         images=options.figures, password=options.password)
+    return RenderContext(
+        keep_headers_footers=bool(options.keep_headers_footers),
+        paginate=options.paginate,
+        images=options.figures,
+        password=options.password,
+    )
 
 
-def write_document(doc: Document, out: Path, name: str, staging: Path | None = None, *,
-                   formats: tuple[str, ...] = DEFAULT_FORMATS, ctx: RenderContext | None = None) -> Path:
+def write_document(
+    doc: Document,
+    out: Path,
+    name: str,
+    staging: Path | None = None,
+    *,
+    formats: tuple[str, ...] = DEFAULT_FORMATS,
+    ctx: RenderContext | None = None,
+) -> Path:
     """Write the document's files into staging (holding its figure crops) and swap it into place.
     formats: registered format names (export/formats.py); an always-written one (json) is written
     whether asked or not, and last: its file marks the document complete. ctx: the render options
@@ -194,9 +214,18 @@ class Plan:
     error: str | None = None
 
 
-def plan_document(src: SourceFile, sha256: str, page_count: int, indices: list[int], *, writes: bool,
-                  force: bool, here: Existing | None, alt: Callable[[], Existing | None],
-                  formats: tuple[str, ...] = DEFAULT_FORMATS) -> Plan:
+def plan_document(
+    src: SourceFile,
+    sha256: str,
+    page_count: int,
+    indices: list[int],
+    *,
+    writes: bool,
+    force: bool,
+    here: Existing | None,
+    alt: Callable[[], Existing | None],
+    formats: tuple[str, ...] = DEFAULT_FORMATS,
+) -> Plan:
     """The one rule, for every scheduler: name the output (choose_name), then convert the selected
     pages unless the output under that name is complete for this source and selection."""
     existing = None
@@ -209,8 +238,9 @@ def plan_document(src: SourceFile, sha256: str, page_count: int, indices: list[i
     return Plan(src, indices)
 
 
-def done_though_unreadable(error: BaseException, here: Existing | None, selection: list[int] | None,
-                           formats: tuple[str, ...] = DEFAULT_FORMATS) -> bool:
+def done_though_unreadable(
+    error: BaseException, here: Existing | None, selection: list[int] | None, formats: tuple[str, ...] = DEFAULT_FORMATS
+) -> bool:
     """A document that cannot be opened now (an encrypted PDF rerun without its password) whose
     complete output from this very file (same hash) is already there counts as finished: skipped."""
     from ocrserve.pipeline.page import page_indices

@@ -12,9 +12,9 @@ from ocrserve.engines.base import EngineResult, PageInput
 from ocrserve.ingest.pool import WorkerCrash
 from ocrserve.ingest.raster import DocumentError, RenderedPage, SourceInfo, readable
 from ocrserve.ingest.sources import PageSelection
+from ocrserve.labels import FIGURE_LABELS
 from ocrserve.parse import parse_output
 from ocrserve.profiles import Profile
-from ocrserve.labels import FIGURE_LABELS
 
 
 def finish_page(
@@ -46,6 +46,7 @@ def finish_page(
         crop_figures(page, decode_png(png), Path(staging), prefix)  # a gray page stays gray: no RGB copy
     page.timings = PageTimings(parse_s=time.perf_counter() - t0)
     return page
+
 
 def _overlap(a: list[float], b: list[float]) -> float:
     w = min(a[2], b[2]) - max(a[0], b[0])
@@ -104,28 +105,56 @@ def render_failed(index: int, e: BaseException) -> Page:
 def page_input(doc_id: str, rp: RenderedPage, source_path: str, source_type: str, password: str | None) -> PageInput:
     source_path, source_type = readable(source_path, source_type)  # an Office file: its PDF
     return PageInput(
-        doc_id=doc_id, index=rp.index, png=rp.png, width=rp.width, height=rp.height, unit=rp.unit,
-        source_path=source_path, source_type=source_type, password=password, render_s=rp.render_s,
+        doc_id=doc_id,
+        index=rp.index,
+        png=rp.png,
+        width=rp.width,
+        height=rp.height,
+        unit=rp.unit,
+        source_path=source_path,
+        source_type=source_type,
+        password=password,
+        render_s=rp.render_s,
         image_size=(rp.image_width, rp.image_height),
     )
 
 
 def parse_kwargs(res: EngineResult, rp: RenderedPage) -> dict:
     """finish_page's arguments for a rendered page and its engine result (figure options aside)."""
-    return dict(index=rp.index, width=rp.width, height=rp.height, unit=rp.unit,
-                image_size=(rp.image_width, rp.image_height),
-                truncated=(res.finish_reason in ("length", "loop")) if res.finish_reason else None,
-                fill_raw=res.extra.get("fill_raw"))
+    return {
+        "index": rp.index,
+        "width": rp.width,
+        "height": rp.height,
+        "unit": rp.unit,
+        "image_size": (rp.image_width, rp.image_height),
+        "truncated": (res.finish_reason in ("length", "loop")) if res.finish_reason else None,
+        "fill_raw": res.extra.get("fill_raw"),
+    }
 
 
-def result_page(res: EngineResult, status: str, model_error: str | None, rp: RenderedPage,
-                parsed: Page | BaseException | None, *, engine_s: float, default_engine: str,
-                keep_raw: bool) -> Page:
+def result_page(
+    res: EngineResult,
+    status: str,
+    model_error: str | None,
+    rp: RenderedPage,
+    parsed: Page | BaseException | None,
+    *,
+    engine_s: float,
+    default_engine: str,
+    keep_raw: bool,
+) -> Page:
     """The page as the Document keeps it: the parsed page (None when the page failed before parsing,
     an exception when parsing broke) with the engine's account (status, attempts, tokens, timings)."""
     if status == "failed" or parsed is None:
-        page = Page(index=rp.index, width=rp.width, height=rp.height, unit=rp.unit, status="failed",
-                    image_width=rp.image_width, image_height=rp.image_height)
+        page = Page(
+            index=rp.index,
+            width=rp.width,
+            height=rp.height,
+            unit=rp.unit,
+            status="failed",
+            image_width=rp.image_width,
+            image_height=rp.image_height,
+        )
     elif isinstance(parsed, BaseException):  # the parser never throws; a crashed worker can
         page = Page(index=rp.index, width=rp.width, height=rp.height, unit=rp.unit, status="failed")
         model_error, status = f"postprocess: {parsed}", "failed"

@@ -20,26 +20,36 @@ import logging
 import time
 import uuid
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ocrserve.document import Page
 from ocrserve.engines import Engine, engine_class
+from ocrserve.errors import OcrserveError
 from ocrserve.ingest.raster import Budget, SourceInfo
 from ocrserve.ingest.sources import InputProblem, expand_sources, parse_page_ranges
 from ocrserve.pipeline.options import ConvertOptions, RayOptions
 from ocrserve.pipeline.output import alt_name, render_context
 from ocrserve.pipeline.page import assemble_document, document_model
-from ocrserve.pipeline.ray_stages import (EngineSpec, EngineStage, StageConfig, existing_json, finish_row, open_doc,
-                                          render_row, row_figures)
+from ocrserve.pipeline.ray_stages import (
+    EngineSpec,
+    EngineStage,
+    StageConfig,
+    existing_json,
+    finish_row,
+    open_doc,
+    render_row,
+    row_figures,
+)
 from ocrserve.pipeline.results import DocResult, Event, RunSummary, document_result, emitter
 from ocrserve.pipeline.target import OutputTarget
 from ocrserve.profiles import load_profile
 from ocrserve.settings import Settings, get_settings
-from ocrserve.errors import OcrserveError
 
 log = logging.getLogger(__name__)
+
 
 class RayConvertError(OcrserveError, ValueError):
     """The Ray run cannot start (no Ray installed, cluster not reachable, bad option)."""
@@ -67,8 +77,10 @@ def connect(address: str | None, **init_kwargs: Any) -> bool:
     try:
         import ray
     except ImportError:
-        raise RayConvertError("--ray needs the [ray] extra (Ray is not installed): pip install '.[ray]' "
-                              "(in a clone of ocrserve; it is not on PyPI)") from None
+        raise RayConvertError(
+            "--ray needs the [ray] extra (Ray is not installed): pip install '.[ray]' "
+            "(in a clone of ocrserve; it is not on PyPI)"
+        ) from None
     if ray.is_initialized():
         return False
     init_kwargs.setdefault("include_dashboard", False)
@@ -97,8 +109,13 @@ def engine_type(name: str, factory: Callable[..., Engine] | None) -> type[Engine
     return factory if isinstance(factory, type) and issubclass(factory, Engine) else Engine
 
 
-def _actor_plan(engine: type[Engine], engine_actors: int | None, gpus_per_actor: float | None,
-                cpus_per_actor: float | None, resources: dict[str, float] | None = None) -> tuple[int, float, float]:
+def _actor_plan(
+    engine: type[Engine],
+    engine_actors: int | None,
+    gpus_per_actor: float | None,
+    cpus_per_actor: float | None,
+    resources: dict[str, float] | None = None,
+) -> tuple[int, float, float]:
     """(actors, GPUs each, CPUs each), as the engine class says: one engine per GPU when the cluster has
     GPUs and the engine needs one; else an actor per two CPUs for a CPU-bound engine, one for the others."""
     if resources is None:
@@ -109,7 +126,9 @@ def _actor_plan(engine: type[Engine], engine_actors: int | None, gpus_per_actor:
     if gpus_per_actor is None:
         gpus_per_actor = 1.0 if (gpus >= 1 and engine.needs_gpu) else 0.0
     if gpus_per_actor and gpus < gpus_per_actor:
-        raise RayConvertError(f"the cluster has {gpus:g} GPUs, fewer than the {gpus_per_actor:g} each engine actor asks for")
+        raise RayConvertError(
+            f"the cluster has {gpus:g} GPUs, fewer than the {gpus_per_actor:g} each engine actor asks for"
+        )
     if cpus_per_actor is None:
         cpus_per_actor = 1.0
     if engine_actors is None:
@@ -125,10 +144,18 @@ def _actor_plan(engine: type[Engine], engine_actors: int | None, gpus_per_actor:
 
 
 # the Ray options as keyword arguments of run_ray_convert (also accepted inside `ray=RayOptions(...)`)
-_RAY_KEYWORDS = {"address": "address", "engine_actors": "engine_actors", "gpus_per_actor": "gpus_per_actor",
-                 "cpus_per_actor": "cpus_per_actor", "ray_batch_size": "batch_size", "pages_per_task": "pages_per_task",
-                 "task_retries": "task_retries", "storage_options": "storage_options", "ray_progress": "progress",
-                 "ray_init": "init"}
+_RAY_KEYWORDS = {
+    "address": "address",
+    "engine_actors": "engine_actors",
+    "gpus_per_actor": "gpus_per_actor",
+    "cpus_per_actor": "cpus_per_actor",
+    "ray_batch_size": "batch_size",
+    "pages_per_task": "pages_per_task",
+    "task_retries": "task_retries",
+    "storage_options": "storage_options",
+    "ray_progress": "progress",
+    "ray_init": "init",
+}
 
 
 def _served_profile(name: str, model: Any, settings: Settings, options: dict[str, Any]) -> Any:
@@ -193,8 +220,11 @@ def run_ray_convert(
     target.begin_run()
     sources = expand_sources(list(inputs), occupant=target.occupant)  # the local run's names, the same rule
     # what could not be read (dangling symlink, loop, unreadable folder) fails, named, with its reason
-    problems = [DocResult(name=s.name, path=str(s.path), status="failed", error=s.reason)
-                for s in sources if isinstance(s, InputProblem)]
+    problems = [
+        DocResult(name=s.name, path=str(s.path), status="failed", error=s.reason)
+        for s in sources
+        if isinstance(s, InputProblem)
+    ]
     sources = [s for s in sources if not isinstance(s, InputProblem)]
     target.prepare()
     run_id = uuid.uuid4().hex[:8]
@@ -205,8 +235,16 @@ def run_ray_convert(
         here = target.load_existing(s.name)
         # the alternative name matters only when the name already holds an output (choose_name)
         alt = target.load_existing(alt_name(s)) if here is not None else None
-        doc_rows.append({"doc": i, "name": s.name, "path": str(s.path), "abspath": str(s.path.absolute()),
-                         "here": existing_json(here), "alt": existing_json(alt)})
+        doc_rows.append(
+            {
+                "doc": i,
+                "name": s.name,
+                "path": str(s.path),
+                "abspath": str(s.path.absolute()),
+                "here": existing_json(here),
+                "alt": existing_json(alt),
+            }
+        )
     emit("run_start", documents=len(sources) + len(problems))
     summary = RunSummary(results=list(problems), documents=len(doc_rows) + len(problems))
     for r in problems:
@@ -222,21 +260,45 @@ def run_ray_convert(
 
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = rayo.progress
-        actors, gpus_each, cpus_each = _actor_plan(engine_cls, rayo.engine_actors, rayo.gpus_per_actor,
-                                                   rayo.cpus_per_actor)
-        cfg = StageConfig(model=profile, budget=Budget.from_profile(profile), password=opts.password,
-                          max_image_pixels=settings.max_image_pixels, page_filter=page_filter, figures=opts.figures,
-                          keep_raw=opts.keep_raw, writes=True, force=opts.force, formats=opts.formats)
-        spec = EngineSpec(name=None if factory else name, model=cfg.model, settings=settings, options=engine_options,
-                          fallback=bool(opts.fallback), password=opts.password, factory=factory)
+        actors, gpus_each, cpus_each = _actor_plan(
+            engine_cls, rayo.engine_actors, rayo.gpus_per_actor, rayo.cpus_per_actor
+        )
+        cfg = StageConfig(
+            model=profile,
+            budget=Budget.from_profile(profile),
+            password=opts.password,
+            max_image_pixels=settings.max_image_pixels,
+            page_filter=page_filter,
+            figures=opts.figures,
+            keep_raw=opts.keep_raw,
+            writes=True,
+            force=opts.force,
+            formats=opts.formats,
+        )
+        spec = EngineSpec(
+            name=None if factory else name,
+            model=cfg.model,
+            settings=settings,
+            options=engine_options,
+            fallback=bool(opts.fallback),
+            password=opts.password,
+            factory=factory,
+        )
         batch_size = rayo.batch_size or engine_cls.ray_batch_size
         # Ray core retries a task whose worker died (max_retries); Ray Data restarts a dead engine actor
         # and resubmits its batches (max_restarts / max_task_retries -1, its default, set here explicitly).
         # Newer Ray versions warn that these go through **ray_remote_args; they are still honoured.
         task_args = {"max_retries": rayo.task_retries, "num_cpus": 1}
         actor_args: dict[str, Any] = {"max_restarts": -1, "max_task_retries": -1}
-        log.info("ray run %s: %d documents, %d engine actors (%s, %g GPU, %g CPU each)", run_id, len(doc_rows),
-                 actors, name, gpus_each, cpus_each)
+        log.info(
+            "ray run %s: %d documents, %d engine actors (%s, %g GPU, %g CPU each)",
+            run_id,
+            len(doc_rows),
+            actors,
+            name,
+            gpus_each,
+            cpus_each,
+        )
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*ray_remote_args.*")
             ds = ray.data.from_items(doc_rows, override_num_blocks=max(1, min(len(doc_rows), 1000)))
@@ -245,8 +307,13 @@ def run_ray_convert(
             ds = ds.repartition(target_num_rows_per_block=max(1, rayo.pages_per_task))
             ds = ds.map(render_row, fn_kwargs={"cfg": cfg}, **task_args)
             ds = ds.map_batches(
-                EngineStage, fn_constructor_kwargs={"spec": spec}, batch_size=batch_size, batch_format="pyarrow",
-                compute=ray.data.ActorPoolStrategy(size=actors), num_gpus=gpus_each or None, num_cpus=cpus_each,
+                EngineStage,
+                fn_constructor_kwargs={"spec": spec},
+                batch_size=batch_size,
+                batch_format="pyarrow",
+                compute=ray.data.ActorPoolStrategy(size=actors),
+                num_gpus=gpus_each or None,
+                num_cpus=cpus_each,
                 **actor_args,
             )
             ds = ds.map(finish_row, fn_kwargs={"cfg": cfg}, **task_args)
@@ -262,8 +329,17 @@ def run_ray_convert(
     return summary
 
 
-def _collect(ds, doc_rows: list[dict[str, Any]], target: OutputTarget, run_id: str, engine_name: str,
-             model_name: str, opts: ConvertOptions, emit, summary: RunSummary) -> list[DocResult]:
+def _collect(
+    ds,
+    doc_rows: list[dict[str, Any]],
+    target: OutputTarget,
+    run_id: str,
+    engine_name: str,
+    model_name: str,
+    opts: ConvertOptions,
+    emit,
+    summary: RunSummary,
+) -> list[DocResult]:
     """Stream the finished rows; write each document when its last page is back. Results come back in
     the input order (keyed by the input's number: a document may be renamed by plan_document)."""
     docs: dict[int, _Doc] = {}
@@ -285,7 +361,9 @@ def _collect(ds, doc_rows: list[dict[str, Any]], target: OutputTarget, run_id: s
                 continue
             d = docs.get(key)
             if d is None:
-                d = docs[key] = _Doc(doc=key, name=row["name"], path=row["path"], meta=dict(row), n_pages=row["n_pages"])
+                d = docs[key] = _Doc(
+                    doc=key, name=row["name"], path=row["path"], meta=dict(row), n_pages=row["n_pages"]
+                )
                 emit("doc_start", name=d.name, pages=d.n_pages)
             idx = row["index"]
             if idx in d.pages:
@@ -309,14 +387,19 @@ def _collect(ds, doc_rows: list[dict[str, Any]], target: OutputTarget, run_id: s
             want = d.n_pages if d else "?"
             nm = d.name if d else r["name"]
             log.error("%s: only %s of %s pages came back from the cluster", nm, got, want)
-            results[key] = DocResult(name=nm, path=r["path"], status="failed",
-                                     error=f"pages lost: {got} of {want} came back from the cluster")
+            results[key] = DocResult(
+                name=nm,
+                path=r["path"],
+                status="failed",
+                error=f"pages lost: {got} of {want} came back from the cluster",
+            )
             emit("doc_done", result=results[key])
     return [results[k] for k in sorted(results)]
 
 
-def _write(d: _Doc, target: OutputTarget, run_id: str, engine_name: str, model_name: str,
-           opts: ConvertOptions) -> DocResult:
+def _write(
+    d: _Doc, target: OutputTarget, run_id: str, engine_name: str, model_name: str, opts: ConvertOptions
+) -> DocResult:
     m = d.meta
     info = SourceInfo(type=m["type"], page_count=m["page_count"], sha256=m["sha256"])
     doc = assemble_document(d.path, info, [d.pages[i] for i in sorted(d.pages)], model_name)

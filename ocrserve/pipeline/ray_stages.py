@@ -24,35 +24,61 @@ import pickle
 import tempfile
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ocrserve.document import Page
-from ocrserve.export.formats import DEFAULT_FORMATS
 from ocrserve.engines import Engine, EngineResult, FallbackEngine, PageInput, create_engine, create_fallback
 from ocrserve.engines.base import engine_error
+from ocrserve.export.formats import DEFAULT_FORMATS
+from ocrserve.ingest.isolate import isolated, quiet_dead_resource_tracker
 from ocrserve.ingest.raster import Budget, RenderedPage, open_source, render_page
 from ocrserve.ingest.sources import PageSelection, SourceFile
 from ocrserve.pipeline import page as steps
 from ocrserve.pipeline.output import Existing, done_though_unreadable, plan_document
 from ocrserve.profiles import Profile, load_profile
 from ocrserve.settings import Settings
-from ocrserve.ingest.isolate import isolated, quiet_dead_resource_tracker
 
 log = logging.getLogger(__name__)
 
 # kind: page (a page to convert), skipped (complete output already there), failed (document unreadable)
 COLUMNS: dict[str, Any] = {
-    "kind": "page", "doc": -1, "name": "", "path": "", "abspath": "", "type": "", "sha256": "", "page_count": 0,
-    "n_pages": 0, "index": -1, "error": "",
+    "kind": "page",
+    "doc": -1,
+    "name": "",
+    "path": "",
+    "abspath": "",
+    "type": "",
+    "sha256": "",
+    "page_count": 0,
+    "n_pages": 0,
+    "index": -1,
+    "error": "",
     # render
-    "png": b"", "width": 0.0, "height": 0.0, "unit": "pt", "image_width": 0, "image_height": 0, "render_s": 0.0,
+    "png": b"",
+    "width": 0.0,
+    "height": 0.0,
+    "unit": "pt",
+    "image_width": 0,
+    "image_height": 0,
+    "render_s": 0.0,
     # engine
-    "raw": "", "fill_raw": "", "status": "", "engine": "", "attempts": 0, "prompt_tokens": -1, "completion_tokens": -1,
-    "finish_reason": "", "model_error": "", "engine_s": 0.0, "has_result": False,
+    "raw": "",
+    "fill_raw": "",
+    "status": "",
+    "engine": "",
+    "attempts": 0,
+    "prompt_tokens": -1,
+    "completion_tokens": -1,
+    "finish_reason": "",
+    "model_error": "",
+    "engine_s": 0.0,
+    "has_result": False,
     # finish
-    "page_json": "", "figures": b"",
+    "page_json": "",
+    "figures": b"",
 }
 
 
@@ -76,7 +102,7 @@ class StageConfig:
     page_filter: PageSelection | None = None
     figures: bool = True
     keep_raw: bool = False
-    writes: bool = True   # an output is written (naming and resume apply)
+    writes: bool = True  # an output is written (naming and resume apply)
     force: bool = False
     formats: tuple[str, ...] = DEFAULT_FORMATS
 
@@ -88,16 +114,30 @@ def existing_json(e: Existing | None) -> str:
     """An output's Existing as a row value (the driver reads outputs; the open stage decides)."""
     if e is None:
         return ""
-    return json.dumps({"sha256": e.sha256, "path": e.path, "pages": sorted(e.pages), "ok": e.ok,
-                       "page_count": e.page_count, "formats": sorted(e.formats)})
+    return json.dumps(
+        {
+            "sha256": e.sha256,
+            "path": e.path,
+            "pages": sorted(e.pages),
+            "ok": e.ok,
+            "page_count": e.page_count,
+            "formats": sorted(e.formats),
+        }
+    )
 
 
 def _existing(value: str) -> Existing | None:
     if not value:
         return None
     d = json.loads(value)
-    return Existing(sha256=d["sha256"], path=d["path"], pages=frozenset(d["pages"]), ok=d["ok"],
-                    page_count=d["page_count"], formats=frozenset(d["formats"]))
+    return Existing(
+        sha256=d["sha256"],
+        path=d["path"],
+        pages=frozenset(d["pages"]),
+        ok=d["ok"],
+        page_count=d["page_count"],
+        formats=frozenset(d["formats"]),
+    )
 
 
 def open_doc(doc: dict[str, Any], cfg: StageConfig) -> list[dict[str, Any]]:
@@ -106,14 +146,23 @@ def open_doc(doc: dict[str, Any], cfg: StageConfig) -> list[dict[str, Any]]:
     try:
         info = isolated(open_source, doc["abspath"], cfg.password, cfg.max_image_pixels)
     except Exception as e:  # noqa: BLE001 - one bad document never stops the others
-        if cfg.writes and not cfg.force and done_though_unreadable(e, _existing(doc["here"]), cfg.page_filter,
-                                                                   cfg.formats):
+        if (
+            cfg.writes
+            and not cfg.force
+            and done_though_unreadable(e, _existing(doc["here"]), cfg.page_filter, cfg.formats)
+        ):
             return [make_row(kind="skipped", **base)]
         return [make_row(kind="failed", error=steps.open_error(e), **base)]
     plan = plan_document(
-        SourceFile(path=Path(doc["path"]), name=doc["name"]), info.sha256, info.page_count,
-        steps.page_indices(cfg.page_filter, info.page_count), writes=cfg.writes, force=cfg.force,
-        here=_existing(doc["here"]), alt=lambda: _existing(doc["alt"]), formats=cfg.formats,
+        SourceFile(path=Path(doc["path"]), name=doc["name"]),
+        info.sha256,
+        info.page_count,
+        steps.page_indices(cfg.page_filter, info.page_count),
+        writes=cfg.writes,
+        force=cfg.force,
+        here=_existing(doc["here"]),
+        alt=lambda: _existing(doc["alt"]),
+        formats=cfg.formats,
     )
     meta = dict(base, name=plan.src.name, type=info.type, sha256=info.sha256, page_count=info.page_count)
     if plan.status is not None:
@@ -128,20 +177,35 @@ def render_row(row: dict[str, Any], cfg: StageConfig) -> dict[str, Any]:
     if row["kind"] != "page":
         return row
     try:
-        rp = isolated(render_page, row["abspath"], row["type"], row["index"], cfg.budget, cfg.password,
-                      cfg.max_image_pixels)
+        rp = isolated(
+            render_page, row["abspath"], row["type"], row["index"], cfg.budget, cfg.password, cfg.max_image_pixels
+        )
     except Exception as e:  # noqa: BLE001 - a page that cannot be rendered fails alone
         row["page_json"] = steps.render_failed(row["index"], e).model_dump_json()
         return row
-    row.update(png=rp.png, width=rp.width, height=rp.height, unit=rp.unit, image_width=rp.image_width,
-               image_height=rp.image_height, render_s=rp.render_s)
+    row.update(
+        png=rp.png,
+        width=rp.width,
+        height=rp.height,
+        unit=rp.unit,
+        image_width=rp.image_width,
+        image_height=rp.image_height,
+        render_s=rp.render_s,
+    )
     return row
 
 
 def rendered(row: dict[str, Any]) -> RenderedPage:
-    return RenderedPage(index=row["index"], png=row["png"], image_width=row["image_width"],
-                        image_height=row["image_height"], width=row["width"], height=row["height"],
-                        unit=row["unit"], render_s=row["render_s"])
+    return RenderedPage(
+        index=row["index"],
+        png=row["png"],
+        image_width=row["image_width"],
+        image_height=row["image_height"],
+        width=row["width"],
+        height=row["height"],
+        unit=row["unit"],
+        render_s=row["render_s"],
+    )
 
 
 def page_input(row: dict[str, Any], password: str | None) -> PageInput:
@@ -223,7 +287,7 @@ class EngineStage:
                     t = threading.Thread(target=lambda e=eng: asyncio.run(e.aclose()), daemon=True)
                     t.start()
                     t.join(timeout)
-            except Exception:  # noqa: BLE001 - shutting down: log and go on
+            except Exception:
                 log.warning("closing engine %s failed", getattr(eng, "name", eng), exc_info=True)
 
     async def _fallback(self) -> Engine:
@@ -235,7 +299,7 @@ class EngineStage:
         async with self._sem:
             try:
                 return await self.engine.ocr(pi)
-            except Exception as e:  # noqa: BLE001 - an engine bug must not lose the page
+            except Exception as e:
                 log.exception("engine %s raised on %s page %d", self.engine.name, pi.doc_id, pi.index + 1)
                 return engine_error(self.engine.name, e)
 
@@ -246,7 +310,7 @@ class EngineStage:
             t0 = time.perf_counter()
             try:
                 results = await self.engine.ocr_batch(inputs)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 log.exception("engine %s raised on a batch", self.engine.name)
                 results = [engine_error(self.engine.name, e) for _ in inputs]
             dt = (time.perf_counter() - t0) / max(1, len(inputs))
@@ -271,10 +335,17 @@ class EngineStage:
         for i, (res, dt) in zip(todo, await self._results(inputs)):
             status, err = steps.page_status(res)
             rows[i].update(
-                has_result=True, raw=res.raw or "", fill_raw=res.extra.get("fill_raw") or "", status=str(status), engine=res.engine or self.engine.name,
-                attempts=res.attempts, finish_reason=res.finish_reason or "", model_error=err or "",
+                has_result=True,
+                raw=res.raw or "",
+                fill_raw=res.extra.get("fill_raw") or "",
+                status=str(status),
+                engine=res.engine or self.engine.name,
+                attempts=res.attempts,
+                finish_reason=res.finish_reason or "",
+                model_error=err or "",
                 prompt_tokens=-1 if res.prompt_tokens is None else res.prompt_tokens,
-                completion_tokens=-1 if res.completion_tokens is None else res.completion_tokens, engine_s=dt,
+                completion_tokens=-1 if res.completion_tokens is None else res.completion_tokens,
+                engine_s=dt,
             )
         return pa.Table.from_pylist(rows, schema=batch.schema)
 
@@ -299,7 +370,10 @@ def finish_row(row: dict[str, Any], cfg: StageConfig) -> dict[str, Any]:
     profile = load_profile(cfg.model)
     rp = rendered(row)
     res = EngineResult(
-        raw=row["raw"], ok=row["status"] != "failed", engine=row["engine"], attempts=row["attempts"],
+        raw=row["raw"],
+        ok=row["status"] != "failed",
+        engine=row["engine"],
+        attempts=row["attempts"],
         finish_reason=row["finish_reason"] or None,
         prompt_tokens=None if row["prompt_tokens"] < 0 else row["prompt_tokens"],
         completion_tokens=None if row["completion_tokens"] < 0 else row["completion_tokens"],
@@ -311,21 +385,33 @@ def finish_row(row: dict[str, Any], cfg: StageConfig) -> dict[str, Any]:
         try:
             with tempfile.TemporaryDirectory(prefix="ocrserve-fig-") as tmp:
                 parsed = steps.finish_page(
-                    res.raw, profile, png=rp.png if cfg.figures else None, staging=tmp if cfg.figures else None,
-                    prefix=row["name"].rsplit("/", 1)[-1], **steps.parse_kwargs(res, rp),
+                    res.raw,
+                    profile,
+                    png=rp.png if cfg.figures else None,
+                    staging=tmp if cfg.figures else None,
+                    prefix=row["name"].rsplit("/", 1)[-1],
+                    **steps.parse_kwargs(res, rp),
                 )
                 for p in sorted(Path(tmp).rglob("*")):
                     if p.is_file():
                         files[p.relative_to(tmp).as_posix()] = p.read_bytes()
         except Exception as e:  # noqa: BLE001 - as the local run: the page fails, the run goes on
             parsed = e
-    page = steps.result_page(res, row["status"], row["model_error"] or None, rp, parsed, engine_s=row["engine_s"],
-                             default_engine="", keep_raw=cfg.keep_raw)
-    row.update(page_json=page.model_dump_json(), figures=pickle.dumps(files) if files else b"", png=b"", raw="", fill_raw="")
+    page = steps.result_page(
+        res,
+        row["status"],
+        row["model_error"] or None,
+        rp,
+        parsed,
+        engine_s=row["engine_s"],
+        default_engine="",
+        keep_raw=cfg.keep_raw,
+    )
+    row.update(
+        page_json=page.model_dump_json(), figures=pickle.dumps(files) if files else b"", png=b"", raw="", fill_raw=""
+    )
     return row
 
 
 def row_figures(row: dict[str, Any]) -> dict[str, bytes]:
     return pickle.loads(row["figures"]) if row["figures"] else {}
-
-

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ocrserve.document import Document
 
@@ -46,7 +47,7 @@ class RunSummary:
     results: list[DocResult] = field(default_factory=list)
     elapsed_s: float = 0.0
     interrupted: bool = False
-    documents: int = 0               # documents the run was given
+    documents: int = 0  # documents the run was given
 
     @property
     def failed(self) -> list[DocResult]:
@@ -75,7 +76,7 @@ def emitter(on_event: Event | None) -> Callable[..., None]:
         if on_event is not None:
             try:
                 on_event(kind, data)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("event handler failed")
 
     return emit
@@ -85,7 +86,11 @@ def document_result(name: str, path: str, doc: Document) -> DocResult:
     """The DocResult of an assembled document (before it is written)."""
     pages = doc.pages
     return DocResult(
-        name=name, path=path, status=doc.status, document=doc, pages=len(pages),
+        name=name,
+        path=path,
+        status=doc.status,
+        document=doc,
+        pages=len(pages),
         pages_failed=sum(p.status == "failed" for p in pages),
         pages_fallback=sum(p.status == "fallback" for p in pages),
         error="; ".join(f"page {p.index + 1}: {p.error}" for p in pages if p.status == "failed")[:2000] or None,

@@ -19,9 +19,9 @@ from dataclasses import replace
 from pathlib import Path
 
 from ocrserve.document import Document
+from ocrserve.export.formats import DEFAULT_FORMATS, RenderContext, output_formats
 from ocrserve.ingest.naming import Occupant
 from ocrserve.pipeline.output import Existing, clean_stale_staging, load_existing, staging_dir, write_document
-from ocrserve.export.formats import DEFAULT_FORMATS, RenderContext, output_formats
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ class OutputTarget:
         self.storage_options = storage_options or {}
         self._fs = None
         if self.target.startswith("file://"):  # a local folder, written atomically like any other
-            self.target = self.target[len("file://"):]
+            self.target = self.target[len("file://") :]
         if is_url(self.target):
             import fsspec
 
@@ -109,8 +109,12 @@ class OutputTarget:
             if found is None:
                 return None
             base = name.rsplit("/", 1)[-1]
-            return replace(found, formats=frozenset(
-                f.name for f in output_formats() if self._fs.isfile(f"{self.root}/{name}/{base}{f.suffix}")))
+            return replace(
+                found,
+                formats=frozenset(
+                    f.name for f in output_formats() if self._fs.isfile(f"{self.root}/{name}/{base}{f.suffix}")
+                ),
+            )
         except (OSError, ValueError):
             return None
 
@@ -135,8 +139,16 @@ class OutputTarget:
         """A local target's staging folder for a document (figure crops go there as pages finish)."""
         return staging_dir(self.local, name, run_id) if self.local is not None else None
 
-    def write(self, doc: Document, name: str, files: dict[str, bytes], run_id: str, *,
-              formats: tuple[str, ...] = DEFAULT_FORMATS, ctx: RenderContext | None = None) -> str:
+    def write(
+        self,
+        doc: Document,
+        name: str,
+        files: dict[str, bytes],
+        run_id: str,
+        *,
+        formats: tuple[str, ...] = DEFAULT_FORMATS,
+        ctx: RenderContext | None = None,
+    ) -> str:
         """Write the document's files in `formats`, rendered with `ctx` (output.write_document), and its
         figure crops (relative path -> bytes; a local run's crops are already in its staging folder);
         returns where."""

@@ -32,7 +32,9 @@ class Chunk(BaseModel):
     id: str = Field(description="stable id: the source's sha256 prefix (else its file name) and the chunk's number")
     index: int = Field(description="the chunk's position in the document, from 0")
     text: str = Field(description="the chunk's Markdown")
-    headings: list[str] = Field(default_factory=list, description="the heading path the chunk sits under, outermost first")
+    headings: list[str] = Field(
+        default_factory=list, description="the heading path the chunk sits under, outermost first"
+    )
     pages: list[int] = Field(description="page numbers (from 1) the chunk's blocks are on")
     blocks: list[ChunkBlock] = Field(description="the blocks in the chunk, in reading order")
     labels: list[str] = Field(description="distinct labels of the blocks, in order of appearance")

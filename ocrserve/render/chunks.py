@@ -30,8 +30,8 @@ import json
 import math
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ocrserve.document import Block, Document, Page
 from ocrserve.labels import FIGURE_LABELS, HEADER_FOOTER
@@ -66,8 +66,10 @@ def token_counter(tokenizer: TokenCounter | str | None = None) -> TokenCounter:
         try:
             from transformers import AutoTokenizer
         except ImportError:
-            raise ValueError(f"tokenizer {tokenizer!r}: a Hugging Face tokenizer needs transformers "
-                             "(pip install '.[hf]' in a clone of ocrserve), or pass a callable") from None
+            raise ValueError(
+                f"tokenizer {tokenizer!r}: a Hugging Face tokenizer needs transformers "
+                "(pip install '.[hf]' in a clone of ocrserve), or pass a callable"
+            ) from None
         try:
             tok = AutoTokenizer.from_pretrained(tokenizer)
         except Exception as e:  # noqa: BLE001 - whatever the hub or the folder raised
@@ -86,8 +88,8 @@ class _Unit:
     parts: list[str]
     refs: list[ChunkBlock]
     headings: tuple[str, ...]
-    heading: bool = False   # a Section-Header's own line
-    glue: str = "\n\n"      # what goes before it after a piece of the same block ("\n" list items, " " sentences)
+    heading: bool = False  # a Section-Header's own line
+    glue: str = "\n\n"  # what goes before it after a piece of the same block ("\n" list items, " " sentences)
 
     @property
     def text(self) -> str:
@@ -108,8 +110,12 @@ def _heading_of(b: Block) -> tuple[int, str]:
 
 def _groups(doc: Document, keep_headers_footers: bool) -> list[list[tuple[Page, Block]]]:
     """Blocks in reading order, a caption grouped with its table or figure."""
-    flat = [(p, b) for p in doc.pages for b in p.blocks
-            if (b.markdown or "").strip() and (keep_headers_footers or b.label not in HEADER_FOOTER)]
+    flat = [
+        (p, b)
+        for p in doc.pages
+        for b in p.blocks
+        if (b.markdown or "").strip() and (keep_headers_footers or b.label not in HEADER_FOOTER)
+    ]
     groups: list[list[tuple[Page, Block]]] = []
     i = 0
     while i < len(flat):
@@ -223,7 +229,7 @@ def _pack(units: list[_Unit], limit: int, count: TokenCounter) -> list[_Draft]:
         if cur.units:
             same = u.headings == cur.headings and not u.heading
             # a lone heading joins the first chunk of its subsection
-            sub = cur.only_headings and u.headings[:len(cur.headings)] == cur.headings
+            sub = cur.only_headings and u.headings[: len(cur.headings)] == cur.headings
             if (same or sub) and count(cur.joined(u)) <= limit:
                 cur.units.append(u)
                 continue
@@ -235,13 +241,20 @@ def _pack(units: list[_Unit], limit: int, count: TokenCounter) -> list[_Draft]:
     return drafts
 
 
-def chunk_document(doc: Document, *, max_tokens: int = DEFAULT_MAX_TOKENS,
-                   tokenizer: TokenCounter | str | None = None, keep_headers_footers: bool = False) -> list[Chunk]:
+def chunk_document(
+    doc: Document,
+    *,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    tokenizer: TokenCounter | str | None = None,
+    keep_headers_footers: bool = False,
+) -> list[Chunk]:
     """The Document's chunks, in reading order."""
     if not isinstance(max_tokens, int) or max_tokens < 1:
         raise ValueError(f"max_tokens={max_tokens!r}: a positive number of tokens")
     count = token_counter(tokenizer)
-    base = (doc.source.sha256 or "")[:12] or re.sub(r"[^A-Za-z0-9_.-]+", "_", doc.source.path.rsplit("/", 1)[-1]) or "doc"
+    base = (
+        (doc.source.sha256 or "")[:12] or re.sub(r"[^A-Za-z0-9_.-]+", "_", doc.source.path.rsplit("/", 1)[-1]) or "doc"
+    )
     chunks = []
     for n, d in enumerate(_pack(_units(doc, max_tokens, count, keep_headers_footers), max_tokens, count)):
         refs: list[ChunkBlock] = []
@@ -249,11 +262,19 @@ def chunk_document(doc: Document, *, max_tokens: int = DEFAULT_MAX_TOKENS,
             refs += [r for r in u.refs if not refs or r != refs[-1]]  # a split block is listed once
         labels = list(dict.fromkeys(r.label for r in refs))
         text = d.text
-        chunks.append(Chunk(
-            id=f"{base}-{n:04d}", index=n, text=text, headings=list(d.headings),
-            pages=sorted({r.page for r in refs}), blocks=refs, labels=labels, tokens=count(text),
-            source=doc.source.path,
-        ))
+        chunks.append(
+            Chunk(
+                id=f"{base}-{n:04d}",
+                index=n,
+                text=text,
+                headings=list(d.headings),
+                pages=sorted({r.page for r in refs}),
+                blocks=refs,
+                labels=labels,
+                tokens=count(text),
+                source=doc.source.path,
+            )
+        )
     return chunks
 
 

@@ -7,8 +7,8 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ocrserve.png import encode_png
 from ocrserve.labels import FIGURE_LABELS
+from ocrserve.png import encode_png
 from ocrserve.render.markdown import block_markdown
 
 log = logging.getLogger(__name__)
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ocrserve.document import Page
 
 
-def crop_figures(page: "Page", image: "Image.Image", out_dir: Path, prefix: str, *, fmt: str = "png") -> list[Path]:
+def crop_figures(page: Page, image: Image.Image, out_dir: Path, prefix: str, *, fmt: str = "png") -> list[Path]:
     """Save a crop of every figure block of `page` under out_dir/images and set block.figure."""
     if fmt not in ("png", "jpg", "jpeg"):
         raise ValueError(f"figure format {fmt!r}: use png or jpeg")

@@ -11,8 +11,8 @@ import math
 import re
 from typing import TYPE_CHECKING
 
-from ocrserve.sanitize import escape_attr, prepare_fragment, safe_url, serialize_children
 from ocrserve.labels import RENDER_ATTRS, RENDER_TAGS
+from ocrserve.sanitize import escape_attr, prepare_fragment, safe_url, serialize_children
 
 if TYPE_CHECKING:
     from ocrserve.document import Block, Document
@@ -46,18 +46,18 @@ def safe_block_html(html: str) -> str:
     return serialize_children(node, store, RENDER_TAGS, RENDER_ATTRS)
 
 
-def _figure_html(b: "Block", inner: str) -> str:
+def _figure_html(b: Block, inner: str) -> str:
     src = _attr(b.figure or "")
     m = _IMG.search(inner)
     if m:  # the model's <img alt=...> (it never has a src) becomes the crop
         alt = _ALT.search(m.group(1))
         img = f'<img src="{src}" alt="{alt.group(1) if alt else _attr(b.label)}">'
-        return f"<figure>{img}<figcaption>{inner[:m.start()]}{inner[m.end():]}</figcaption></figure>"
+        return f"<figure>{img}<figcaption>{inner[: m.start()]}{inner[m.end() :]}</figcaption></figure>"
     alt = _attr((b.text or b.label)[:200])
     return f'<figure><img src="{src}" alt="{alt}"><figcaption>{inner}</figcaption></figure>'
 
 
-def render_html(doc: "Document", *, title: str | None = None) -> str:
+def render_html(doc: Document, *, title: str | None = None) -> str:
     """A standalone HTML page of the document."""
     name = title or str(doc.source.path).replace("\\", "/").rsplit("/", 1)[-1]
     out = [

@@ -23,12 +23,26 @@ from typing import TYPE_CHECKING
 
 from selectolax.lexbor import LexborNode
 
-from ocrserve.render.md_escape import (EM_CLOSE, EM_OPEN, HARD_BREAK, LINE_START, code_block, escape_line_start,
-                                       escape_text, md_latex, md_url, resolve_emphasis, resolve_lines)
-from ocrserve.render.md_nodes import WS as _WS, checkbox as _checkbox, children as _children, node_text  # noqa: F401
+from ocrserve.labels import BLOCK_TAGS, FIGURE_LABELS, HEADER_FOOTER, RENDER_ATTRS, RENDER_TAGS
+from ocrserve.render.md_escape import (
+    EM_CLOSE,
+    EM_OPEN,
+    HARD_BREAK,
+    LINE_START,
+    code_block,
+    escape_line_start,
+    escape_text,
+    md_latex,
+    md_url,
+    resolve_emphasis,
+    resolve_lines,
+)
+from ocrserve.render.md_nodes import WS as _WS
+from ocrserve.render.md_nodes import checkbox as _checkbox
+from ocrserve.render.md_nodes import children as _children
+from ocrserve.render.md_nodes import node_text
 from ocrserve.render.md_nodes import oneline as _oneline
 from ocrserve.sanitize import MATH_REF, MathStore, prepare_fragment, safe_url
-from ocrserve.labels import BLOCK_TAGS, FIGURE_LABELS, HEADER_FOOTER, RENDER_ATTRS, RENDER_TAGS  # noqa: F401
 
 if TYPE_CHECKING:
     from ocrserve.document import Block, Document
@@ -299,7 +313,7 @@ def _plain_markdown(node: LexborNode, store: MathStore) -> str:
     return "\n\n".join(escape_line_start(escape_text(line)) for line in lines if line.strip())
 
 
-def block_markdown(block: "Block", node: LexborNode | None = None, store: MathStore | None = None) -> str:
+def block_markdown(block: Block, node: LexborNode | None = None, store: MathStore | None = None) -> str:
     """Markdown of one block. Without a parsed node, the block's HTML is parsed (and sanitized) again."""
     if node is None or store is None:
         node, store = prepare_fragment(block.html or "", RENDER_TAGS, RENDER_ATTRS)
@@ -312,7 +326,7 @@ def block_markdown(block: "Block", node: LexborNode | None = None, store: MathSt
         return _plain_markdown(node, store)
 
 
-def _block_markdown(block: "Block", node: LexborNode, store: MathStore) -> str:
+def _block_markdown(block: Block, node: LexborNode, store: MathStore) -> str:
     label = block.label
     if label in FIGURE_LABELS:
         md = _MD(store, figure=block.figure)
@@ -343,8 +357,14 @@ def _block_markdown(block: "Block", node: LexborNode, store: MathStore) -> str:
 PAGE_RULE = "-" * 48  # after the page number: the page separator of Chandra's and marker's --paginate
 
 
-def render_markdown(doc: "Document", *, keep_headers_footers: bool = False, page_separator: str = "",
-                    paginate: bool = False, images: bool = True) -> str:
+def render_markdown(
+    doc: Document,
+    *,
+    keep_headers_footers: bool = False,
+    page_separator: str = "",
+    paginate: bool = False,
+    images: bool = True,
+) -> str:
     """Markdown of a whole document; page headers and footers only with keep_headers_footers.
 
     paginate: before every page but the first a line `{N}` + 48 dashes, N the page's 0-based index in
@@ -354,7 +374,8 @@ def render_markdown(doc: "Document", *, keep_headers_footers: bool = False, page
     pages = []
     for page in doc.pages:
         parts = [
-            _without_image(b) if b.figure and not images else b.markdown for b in page.blocks
+            _without_image(b) if b.figure and not images else b.markdown
+            for b in page.blocks
             if b.markdown.strip() and (keep_headers_footers or b.label not in HEADER_FOOTER)
         ]
         pages.append("\n\n".join(p for p in parts if p.strip()))
@@ -367,5 +388,5 @@ def render_markdown(doc: "Document", *, keep_headers_footers: bool = False, page
     return text.strip() + "\n" if text.strip() else ""
 
 
-def _without_image(block: "Block") -> str:
+def _without_image(block: Block) -> str:
     return block_markdown(block.model_copy(update={"figure": None}))

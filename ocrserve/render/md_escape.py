@@ -52,8 +52,22 @@ _LINE_START = re.compile(
     r"(?P<pre>[ \t]*)(?:(?P<hash>#)|(?P<gt>>)|(?P<bullet>[-+])(?=[ \t]|$|(?<=-)-)|(?P<num>\d+)(?P<delim>[.)])(?=[ \t]|$)"
     r"|(?P<eq>=)(?==*[ \t]*$)|(?P<tilde>~)|(?P<dash>[|: \t]*)-(?=[-|: \t]*$))"
 )
-_URL_CHARS = {" ": "%20", "\t": "%09", "\n": "%0A", "\r": "%0D", "(": "%28", ")": "%29", "<": "%3C",
-              ">": "%3E", '"': "%22", "'": "%27", "\\": "%5C", "[": "%5B", "]": "%5D", "`": "%60"}
+_URL_CHARS = {
+    " ": "%20",
+    "\t": "%09",
+    "\n": "%0A",
+    "\r": "%0D",
+    "(": "%28",
+    ")": "%29",
+    "<": "%3C",
+    ">": "%3E",
+    '"': "%22",
+    "'": "%27",
+    "\\": "%5C",
+    "[": "%5B",
+    "]": "%5D",
+    "`": "%60",
+}
 # what makes markup of code under Python-Markdown's core (no fences there: the code is paragraphs):
 # a tag, comment or autolink, or link syntax (`](`, `][`, `] [`, `]:` of a reference definition)
 _CODE_MARKUP = re.compile(r"<(?=[A-Za-z/!?])|\][ \t]*[(\[:]")
@@ -154,8 +168,8 @@ def resolve_emphasis(s: str) -> str:
         if _flanks(near(op - 1, -1), near(op + n + 1, 1)) and _flanks(near(cl + 1, 1), near(cl - n - 1, -1)):
             continue
         tag = _EM_HTML[mark]
-        out[op + 1: op + n + 1] = [f"<{tag}>"] + [""] * (n - 1)
-        out[cl - n: cl] = [f"</{tag}>"] + [""] * (n - 1)
+        out[op + 1 : op + n + 1] = [f"<{tag}>"] + [""] * (n - 1)
+        out[cl - n : cl] = [f"</{tag}>"] + [""] * (n - 1)
     return "".join(out).replace(EM_OPEN, "").replace(EM_CLOSE, "")
 
 
@@ -177,8 +191,10 @@ def _merge_adjacent(s: str) -> str:
 
 def _flanks(outside: str, inside: str) -> bool:
     """A delimiter run between these characters can open (outside before it) or close (mirror)."""
+
     def punct(c: str) -> bool:
         return not c.isalnum() and not c.isspace()
+
     return not inside.isspace() and (not punct(inside) or outside.isspace() or punct(outside))
 
 

@@ -43,8 +43,11 @@ def node_text(node: LexborNode, store: MathStore) -> str:
             continue
         tag = (n.tag or "").lower()
         if tag == "-text":
-            parts.append(MATH_REF.sub(lambda m: " " + ((store.get(int(m.group(1))) or ("", False))[0]) + " ",
-                                      n.text_content or ""))
+            parts.append(
+                MATH_REF.sub(
+                    lambda m: " " + ((store.get(int(m.group(1))) or ("", False))[0]) + " ", n.text_content or ""
+                )
+            )
             continue
         if not n.is_element_node or tag.startswith("-"):
             continue

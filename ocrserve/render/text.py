@@ -18,20 +18,24 @@ if TYPE_CHECKING:
     from ocrserve.document import Block, Document
 
 
-def block_text(block: "Block") -> str:
+def block_text(block: Block) -> str:
     """A block's text: its lines without trailing spaces, no blank line inside."""
     return "\n".join(line.rstrip() for line in (block.text or "").splitlines() if line.strip())
 
 
-def render_text(doc: "Document", *, keep_headers_footers: bool = False, paginate: bool = False) -> str:
+def render_text(doc: Document, *, keep_headers_footers: bool = False, paginate: bool = False) -> str:
     """The document's text, blocks separated by blank lines (see the module's doc)."""
     pages = []
     for page in doc.pages:
         parts = (block_text(b) for b in page.blocks if keep_headers_footers or b.label not in HEADER_FOOTER)
         pages.append("\n\n".join(p for p in parts if p))
     if paginate:
-        parts = [part for n, (page, text) in enumerate(zip(doc.pages, pages))
-                 for part in [f"{page.index}{PAGE_RULE}"] * bool(n) + [text] if part]
+        parts = [
+            part
+            for n, (page, text) in enumerate(zip(doc.pages, pages))
+            for part in [f"{page.index}{PAGE_RULE}"] * bool(n) + [text]
+            if part
+        ]
     else:
         parts = [p for p in pages if p]
     text = "\n\n".join(parts)

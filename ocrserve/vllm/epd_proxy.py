@@ -26,8 +26,12 @@ def encoder_request(body: dict) -> dict:
     for msg in body.get("messages", []):
         if isinstance(msg.get("content"), list):
             content += [p for p in msg["content"] if p.get("type") in ("image_url", "input_image")]
-    return {"model": body.get("model"), "messages": [{"role": "user", "content": content}],
-            "max_tokens": 1, "stream": False}
+    return {
+        "model": body.get("model"),
+        "messages": [{"role": "user", "content": content}],
+        "max_tokens": 1,
+        "stream": False,
+    }
 
 
 def build_app(encoders: list[str], decoders: list[str], timeout: float = 900.0):
@@ -80,10 +84,14 @@ def build_app(encoders: list[str], decoders: list[str], timeout: float = 900.0):
 
         return StreamingResponse(chunks(), status_code=resp.status_code, media_type=resp.headers.get("content-type"))
 
-    return Starlette(routes=[
-        Route("/health", health), Route("/v1/models", models), Route("/metrics", passthrough),
-        Route("/v1/chat/completions", chat, methods=["POST"]),
-    ])
+    return Starlette(
+        routes=[
+            Route("/health", health),
+            Route("/v1/models", models),
+            Route("/metrics", passthrough),
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

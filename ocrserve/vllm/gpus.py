@@ -5,8 +5,8 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from ocrserve.vllm.plan import GPU
 from ocrserve.errors import OcrserveError
+from ocrserve.vllm.plan import GPU
 
 QUERY = ["nvidia-smi", "--query-gpu=index,memory.total,name", "--format=csv,noheader,nounits"]
 

@@ -80,20 +80,24 @@ class ModelShape(BaseModel):
     linear_state_bytes_per_seq: int = 0
 
     @classmethod
-    def from_profile(cls, profile: Profile) -> "ModelShape":
+    def from_profile(cls, profile: Profile) -> ModelShape:
         attn, state = None, 0
         if profile.architecture == "qwen3_5":
             # Qwen3.5 interleaves 3 linear-attention (fixed-size state) layers per full-attention one
             attn = max(1, profile.decoder_layers // 4)
             state = (profile.decoder_layers - attn) * gdn_state_bytes()
         return cls(
-            params_b=profile.params_b, vision_params_b=profile.vision_params_b,
-            decoder_layers=profile.decoder_layers, hidden_size=profile.hidden_size,
-            num_kv_heads=profile.num_kv_heads, head_dim=profile.head_dim, attention_layers=attn,
+            params_b=profile.params_b,
+            vision_params_b=profile.vision_params_b,
+            decoder_layers=profile.decoder_layers,
+            hidden_size=profile.hidden_size,
+            num_kv_heads=profile.num_kv_heads,
+            head_dim=profile.head_dim,
+            attention_layers=attn,
             linear_state_bytes_per_seq=state,
         )
 
-    def with_model_config(self, model_dir: Path) -> "ModelShape":
+    def with_model_config(self, model_dir: Path) -> ModelShape:
         """This shape corrected by a local model folder's config.json (text_config for VLMs)."""
         cfg_path = model_dir / "config.json"
         if not cfg_path.is_file():
@@ -104,8 +108,12 @@ class ModelShape(BaseModel):
             raise ValueError(f"model config {cfg_path} cannot be read: {e}") from e
         text = cfg.get("text_config") or cfg
         upd: dict = {}
-        for ours, theirs in [("decoder_layers", "num_hidden_layers"), ("hidden_size", "hidden_size"),
-                             ("num_kv_heads", "num_key_value_heads"), ("vocab_size", "vocab_size")]:
+        for ours, theirs in [
+            ("decoder_layers", "num_hidden_layers"),
+            ("hidden_size", "hidden_size"),
+            ("num_kv_heads", "num_key_value_heads"),
+            ("vocab_size", "vocab_size"),
+        ]:
             if isinstance(text.get(theirs), int):
                 upd[ours] = text[theirs]
         if isinstance(text.get("head_dim"), int):
@@ -119,9 +127,20 @@ class ModelShape(BaseModel):
         if isinstance(types, list) and types:
             upd["attention_layers"] = max(1, sum(1 for t in types if t == "full_attention"))
             linear = sum(1 for t in types if t == "linear_attention")
-            dims = {k: text[k] for k in ("linear_num_key_heads", "linear_num_value_heads", "linear_key_head_dim",
-                                         "linear_value_head_dim", "linear_conv_kernel_dim") if isinstance(text.get(k), int)}
-            upd["linear_state_bytes_per_seq"] = linear * gdn_state_bytes(**{k[len("linear_"):]: v for k, v in dims.items()})
+            dims = {
+                k: text[k]
+                for k in (
+                    "linear_num_key_heads",
+                    "linear_num_value_heads",
+                    "linear_key_head_dim",
+                    "linear_value_head_dim",
+                    "linear_conv_kernel_dim",
+                )
+                if isinstance(text.get(k), int)
+            }
+            upd["linear_state_bytes_per_seq"] = linear * gdn_state_bytes(
+                **{k[len("linear_") :]: v for k, v in dims.items()}
+            )
         log.debug("model shape from %s: %s", cfg_path, upd)
         return self.model_copy(update=upd)
 
@@ -142,8 +161,13 @@ class ModelShape(BaseModel):
         return int(kept_bf16 * BF16 + max(0.0, total - kept_bf16) * FP8)
 
 
-def gdn_state_bytes(num_key_heads: int = 16, num_value_heads: int = 32, key_head_dim: int = 128,
-                    value_head_dim: int = 128, conv_kernel_dim: int = 4) -> int:
+def gdn_state_bytes(
+    num_key_heads: int = 16,
+    num_value_heads: int = 32,
+    key_head_dim: int = 128,
+    value_head_dim: int = 128,
+    conv_kernel_dim: int = 4,
+) -> int:
     """One sequence's state in one Gated-DeltaNet layer (Qwen3.5's defaults): fp32 recurrent state
     (value heads x key dim x value dim) plus the bf16 convolution window over q, k and v."""
     recurrent = num_value_heads * key_head_dim * value_head_dim * 4
@@ -176,8 +200,9 @@ class PageBudget(BaseModel):
         return self.max_image_tokens + self.prompt_tokens
 
 
-def page_budget(profile: Profile, *, expected_output_tokens: int = 1024,
-                max_output_tokens: int | None = None) -> PageBudget:
+def page_budget(
+    profile: Profile, *, expected_output_tokens: int = 1024, max_output_tokens: int | None = None
+) -> PageBudget:
     """Token budget of a page for this profile (pixel budget on its patch grid, prompt, output)."""
     pm = profile.patch_multiple
     max_image = profile.max_pixels // (pm * pm)
@@ -194,8 +219,11 @@ def page_budget(profile: Profile, *, expected_output_tokens: int = 1024,
         prompt = 400
     max_out = max_output_tokens or profile.sampling.max_tokens
     return PageBudget(
-        max_image_tokens=max_image, typical_image_tokens=typical, prompt_tokens=prompt,
-        max_output_tokens=max_out, expected_output_tokens=min(expected_output_tokens, max_out),
+        max_image_tokens=max_image,
+        typical_image_tokens=typical,
+        prompt_tokens=prompt,
+        max_output_tokens=max_out,
+        expected_output_tokens=min(expected_output_tokens, max_out),
     )
 
 
@@ -242,9 +270,14 @@ class ServePlan(BaseModel):
         return min(self.max_num_seqs, self.kv_tokens // self.planned_tokens_per_page)
 
     def vllm_args(self) -> list[str]:
-        args = ["--max-model-len", str(self.max_model_len),
-                "--max-num-seqs", str(self.max_num_seqs),
-                "--max-num-batched-tokens", str(self.max_num_batched_tokens)]
+        args = [
+            "--max-model-len",
+            str(self.max_model_len),
+            "--max-num-seqs",
+            str(self.max_num_seqs),
+            "--max-num-batched-tokens",
+            str(self.max_num_batched_tokens),
+        ]
         if self.memory == "lean":
             args += ["--kv-cache-memory-bytes", str(self.kv_cache_bytes)]
         else:
@@ -260,7 +293,8 @@ class ServePlan(BaseModel):
             f"  weights           {self.weights_gib:7.1f} GiB",
             f"  KV cache          {self.kv_cache_gib:7.1f} GiB  ({self.kv_tokens:,} tokens, "
             f"{self.kv_bytes_per_token / 1024:.0f} KiB a token"
-            + (f"; {self.linear_state_bytes / GIB:.1f} GiB linear-attention state" if self.linear_state_bytes else "") + ")",
+            + (f"; {self.linear_state_bytes / GIB:.1f} GiB linear-attention state" if self.linear_state_bytes else "")
+            + ")",
             f"  activations       {self.activations_gib:7.1f} GiB  (prefill of {self.max_num_batched_tokens:,} tokens, "
             f"vision tower on a {self.max_image_tokens:,}-token page)",
             f"  CUDA graphs       {self.cuda_graphs_gib:7.1f} GiB",
@@ -284,11 +318,20 @@ def activation_gib(shape: ModelShape, batched_tokens: int, max_image_tokens: int
     return (decoder + logits + vision) / GIB + 0.5
 
 
-def plan_replica(profile: Profile, shape: ModelShape, gpu_memory_gib: float, *, memory: Literal["lean", "max"] = "lean",
-                 quantization: Literal["fp8", "none"] = "none", concurrency: int = DEFAULT_CONCURRENCY,
-                 expected_output_tokens: int = 1024, max_output_tokens: int | None = None,
-                 max_num_batched_tokens: int | None = None, gpu_memory_utilization: float | None = None,
-                 weight_share: float = 1.0) -> ServePlan:
+def plan_replica(
+    profile: Profile,
+    shape: ModelShape,
+    gpu_memory_gib: float,
+    *,
+    memory: Literal["lean", "max"] = "lean",
+    quantization: Literal["fp8", "none"] = "none",
+    concurrency: int = DEFAULT_CONCURRENCY,
+    expected_output_tokens: int = 1024,
+    max_output_tokens: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    gpu_memory_utilization: float | None = None,
+    weight_share: float = 1.0,
+) -> ServePlan:
     """The plan for one vLLM replica (one GPU; `weight_share` < 1 when tensor parallel splits the weights)."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
@@ -327,18 +370,38 @@ def plan_replica(profile: Profile, shape: ModelShape, gpu_memory_gib: float, *, 
             f"the KV cache ({kv_bytes / GIB:.1f} GiB) cannot hold one longest sequence of {budget.max_model_len} tokens"
         )
     return ServePlan(
-        memory=memory, quantization=quantization, gpu_memory_gib=gpu_memory_gib, concurrency=concurrency,
-        weights_gib=weights, kv_bytes_per_token=kv_per_tok, kv_cache_bytes=kv_bytes, activations_gib=act,
-        cuda_graphs_gib=CUDA_GRAPH_GIB, overhead_gib=RUNTIME_OVERHEAD_GIB, max_model_len=budget.max_model_len,
-        max_num_seqs=concurrency, max_num_batched_tokens=batched, planned_tokens_per_page=budget.planned_tokens,
-        max_image_tokens=budget.max_image_tokens, gpu_memory_utilization=util, linear_state_bytes=state,
+        memory=memory,
+        quantization=quantization,
+        gpu_memory_gib=gpu_memory_gib,
+        concurrency=concurrency,
+        weights_gib=weights,
+        kv_bytes_per_token=kv_per_tok,
+        kv_cache_bytes=kv_bytes,
+        activations_gib=act,
+        cuda_graphs_gib=CUDA_GRAPH_GIB,
+        overhead_gib=RUNTIME_OVERHEAD_GIB,
+        max_model_len=budget.max_model_len,
+        max_num_seqs=concurrency,
+        max_num_batched_tokens=batched,
+        planned_tokens_per_page=budget.planned_tokens,
+        max_image_tokens=budget.max_image_tokens,
+        gpu_memory_utilization=util,
+        linear_state_bytes=state,
     )
 
 
-def fitting_concurrency(profile: Profile, shape: ModelShape, gpu_memory_gib: float, *,
-                        wanted: int = DEFAULT_CONCURRENCY, utilization: float = MAX_UTILIZATION, **plan_kw) -> int:
+def fitting_concurrency(
+    profile: Profile,
+    shape: ModelShape,
+    gpu_memory_gib: float,
+    *,
+    wanted: int = DEFAULT_CONCURRENCY,
+    utilization: float = MAX_UTILIZATION,
+    **plan_kw,
+) -> int:
     """The most pages in flight, at most `wanted`, whose lean plan fits in `utilization` of the GPU;
     0 when not even one page does. `plan_kw`: plan_replica's other options (quantization, ...)."""
+
     def fits(c: int) -> bool:
         try:
             plan_replica(profile, shape, gpu_memory_gib * utilization, memory="lean", concurrency=c, **plan_kw)

@@ -12,7 +12,18 @@ import httpx
 import pytest
 
 from tests.fakes.standin import StandIn, expected_output
-from tests.support.api import H, KEYS, MAX_PAGES, MAX_UPLOAD, PER_KEY, ApiProcess, free_port, page_events, parse_sse, wait_job
+from tests.support.api import (
+    KEYS,
+    MAX_PAGES,
+    MAX_UPLOAD,
+    PER_KEY,
+    ApiProcess,
+    H,
+    free_port,
+    page_events,
+    parse_sse,
+    wait_job,
+)
 
 
 def _header_text(page: dict) -> str:
@@ -192,10 +203,11 @@ def test_oversize_upload_and_too_many_pages_are_413(api: ApiProcess, docs) -> No
     assert r.status_code == 413 and str(MAX_UPLOAD) in r.json()["detail"]
 
     def chunks():  # no Content-Length: counted as it arrives, refused once past the limit
-        data = json.dumps({"filename": "big.pdf",
-                           "content_base64": base64.b64encode(os.urandom(2 * MAX_UPLOAD)).decode()}).encode()
+        data = json.dumps(
+            {"filename": "big.pdf", "content_base64": base64.b64encode(os.urandom(2 * MAX_UPLOAD)).decode()}
+        ).encode()
         for i in range(0, len(data), 256 * 1024):
-            yield data[i:i + 256 * 1024]
+            yield data[i : i + 256 * 1024]
 
     r = c.post("/v1/jobs", content=chunks(), headers={"content-type": "application/json"})
     assert r.status_code == 413
@@ -214,7 +226,9 @@ def test_per_key_concurrency_is_429_with_retry_after(api: ApiProcess, standin: S
 
     async def main() -> list[httpx.Response]:
         async with httpx.AsyncClient(base_url=api.url, timeout=60) as c:
-            same = [c.post("/v1/convert", files={"file": ("one.pdf", data)}, headers=H(KEYS[1])) for _ in range(PER_KEY + 3)]
+            same = [
+                c.post("/v1/convert", files={"file": ("one.pdf", data)}, headers=H(KEYS[1])) for _ in range(PER_KEY + 3)
+            ]
             other = c.post("/v1/convert", files={"file": ("one.pdf", data)}, headers=H(KEYS[3]))
             return await asyncio.gather(*same, other)
 
@@ -307,17 +321,20 @@ def test_stream_a_retried_attempt_resets_the_page_at_once(api: ApiProcess, stand
     assert kinds[0] == "page_started" and kinds[-1] == "page_done" and kinds.count("page_reset") == 1, kinds
     cut = kinds.index("page_reset")
     before = [d["block"] for k, d in mine[:cut] if k == "block"]
-    after = [d["block"] for k, d in mine[cut + 1:] if k == "block"]
+    after = [d["block"] for k, d in mine[cut + 1 :] if k == "block"]
     final = mine[-1][1]["blocks"]
     assert mine[-1][1]["status"] == "ok"
-    assert [b["html"] for b in after] == [b["html"] for b in final] == \
-        [b["html"] for b in events[-1][1]["document"]["pages"][0]["blocks"]]
+    assert (
+        [b["html"] for b in after]
+        == [b["html"] for b in final]
+        == [b["html"] for b in events[-1][1]["document"]["pages"][0]["blocks"]]
+    )
     assert [b["index"] for b in after] == list(range(len(final)))
     # before the reset: only the first attempt's closed blocks (a prefix of the answer), nothing of the retry
     assert 1 <= len(before) < len(final)
-    assert [b["html"] for b in before] == [b["html"] for b in final[:len(before)]]
+    assert [b["html"] for b in before] == [b["html"] for b in final[: len(before)]]
     assert [b["index"] for b in before] == list(range(len(before)))
-    assert kinds[cut + 1:-1] == ["block"] * len(final)
+    assert kinds[cut + 1 : -1] == ["block"] * len(final)
     assert sum(standin.stats()["attempts"].values()) == 2
 
 

@@ -17,9 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.helpers import blank_pdf, text_pdf
 from tests.fakes.standin import StandIn
 from tests.support.api import ApiProcess, shared_api
+from tests.support.helpers import blank_pdf, text_pdf
 
 PER_KEY = 2
 MAX_UPLOAD = 2_000_000
@@ -42,8 +42,11 @@ def api_open(standin: StandIn, tmp_path_factory, request) -> ApiProcess:
 @pytest.fixture(scope="module")
 def pdfs(tmp_path_factory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("disc")
-    return {"one": text_pdf(d / "a.pdf", pages=1, title="Gone"), "three": text_pdf(d / "b.pdf", pages=3, title="Gone"),
-            "many": blank_pdf(d / "many.pdf", pages=MAX_PAGES + 1)}
+    return {
+        "one": text_pdf(d / "a.pdf", pages=1, title="Gone"),
+        "three": text_pdf(d / "b.pdf", pages=3, title="Gone"),
+        "many": blank_pdf(d / "many.pdf", pages=MAX_PAGES + 1),
+    }
 
 
 def _leftovers(api: ApiProcess) -> list[str]:
@@ -72,16 +75,21 @@ def _in_flight(api: ApiProcess) -> float:
 
 def _convert_ok(api: ApiProcess, pdf: Path, stream: bool = False) -> httpx.Response | None:
     """One conversion by the shared key; None while it is refused with 429."""
-    r = httpx.post(api.url + "/v1/convert", params={"stream": str(stream).lower()},
-                   files={"file": (pdf.name, pdf.read_bytes())}, timeout=60)
+    r = httpx.post(
+        api.url + "/v1/convert",
+        params={"stream": str(stream).lower()},
+        files={"file": (pdf.name, pdf.read_bytes())},
+        timeout=60,
+    )
     if r.status_code == 429:
         return None
     assert r.status_code == 200, r.text
     return r
 
 
-def test_streams_dropped_mid_conversion_give_back_their_slot_and_files(api_open: ApiProcess, standin: StandIn,
-                                                                       pdfs) -> None:
+def test_streams_dropped_mid_conversion_give_back_their_slot_and_files(
+    api_open: ApiProcess, standin: StandIn, pdfs
+) -> None:
     standin.control(delay_s=3)  # every page takes a while at the model server
 
     async def drop_streams() -> list[list[str]]:
@@ -94,8 +102,12 @@ def test_streams_dropped_mid_conversion_give_back_their_slot_and_files(api_open:
                 # moment, a leaked one stays busy (and fails this after 10 s)
                 deadline = time.monotonic() + 10
                 while True:
-                    async with c.stream("POST", "/v1/convert", params={"stream": "true"},
-                                        files={"file": ("b.pdf", pdfs["three"].read_bytes())}) as r:
+                    async with c.stream(
+                        "POST",
+                        "/v1/convert",
+                        params={"stream": "true"},
+                        files={"file": ("b.pdf", pdfs["three"].read_bytes())},
+                    ) as r:
                         if r.status_code == 429 and time.monotonic() < deadline:
                             await r.aread()
                             await asyncio.sleep(0.1)
@@ -126,14 +138,17 @@ def test_streams_dropped_mid_conversion_give_back_their_slot_and_files(api_open:
     assert _leftovers(api_open) == []
 
 
-def test_plain_convert_dropped_by_its_client_stops_and_gives_back_its_slot(api_open: ApiProcess,
-                                                                          standin: StandIn, pdfs) -> None:
+def test_plain_convert_dropped_by_its_client_stops_and_gives_back_its_slot(
+    api_open: ApiProcess, standin: StandIn, pdfs
+) -> None:
     standin.control(delay_s=120)  # the stand-in would hold these pages far longer than the test runs
 
     async def drop_plain() -> None:
         async with httpx.AsyncClient(base_url=api_open.url, timeout=60) as c:
-            calls = [asyncio.create_task(c.post("/v1/convert", files={"file": ("b.pdf", pdfs["three"].read_bytes())}))
-                     for _ in range(PER_KEY)]
+            calls = [
+                asyncio.create_task(c.post("/v1/convert", files={"file": ("b.pdf", pdfs["three"].read_bytes())}))
+                for _ in range(PER_KEY)
+            ]
             # every slot of the key taken and the pages at the engine: then the clients give up
             while standin.stats()["in_flight"] < PER_KEY or _in_flight(api_open) < PER_KEY:
                 assert not any(t.done() for t in calls), [t.result() for t in calls if t.done()]
@@ -158,12 +173,17 @@ def test_no_request_leaves_its_upload_behind(api_open: ApiProcess, pdfs, tmp_pat
     big.write_bytes(b"%PDF-1.4\n" + os.urandom(MAX_UPLOAD + 1000))
     cases = [
         (200, {"files": {"file": ("a.pdf", pdfs["one"].read_bytes())}}),
-        (200, {"params": {"format": "md"}, "json": {"filename": "a.pdf",
-                                                    "content_base64": base64.b64encode(pdfs["one"].read_bytes()).decode()}}),
-        (422, {"files": {"file": ("bad.pdf", b"not a pdf at all\n" * 50)}}),           # opens as nothing
-        (422, {"json": {"filename": "e.pdf", "content_base64": ""}}),                  # empty
-        (413, {"files": {"file": ("many.pdf", pdfs["many"].read_bytes())}}),           # too many pages
-        (413, {"files": {"file": ("big.pdf", big.read_bytes())}}),                     # declared too large
+        (
+            200,
+            {
+                "params": {"format": "md"},
+                "json": {"filename": "a.pdf", "content_base64": base64.b64encode(pdfs["one"].read_bytes()).decode()},
+            },
+        ),
+        (422, {"files": {"file": ("bad.pdf", b"not a pdf at all\n" * 50)}}),  # opens as nothing
+        (422, {"json": {"filename": "e.pdf", "content_base64": ""}}),  # empty
+        (413, {"files": {"file": ("many.pdf", pdfs["many"].read_bytes())}}),  # too many pages
+        (413, {"files": {"file": ("big.pdf", big.read_bytes())}}),  # declared too large
         (400, {"params": {"pages": "x"}, "files": {"file": ("a.pdf", pdfs["one"].read_bytes())}}),
     ]
     for want, kw in cases:
@@ -172,9 +192,11 @@ def test_no_request_leaves_its_upload_behind(api_open: ApiProcess, pdfs, tmp_pat
         assert _leftovers(api_open) == [], (want, kw.get("params"))
 
     def chunks():  # no Content-Length: refused once past the limit, mid-upload
-        data = json.dumps({"filename": "big.pdf", "content_base64": base64.b64encode(os.urandom(2 * MAX_UPLOAD)).decode()})
+        data = json.dumps(
+            {"filename": "big.pdf", "content_base64": base64.b64encode(os.urandom(2 * MAX_UPLOAD)).decode()}
+        )
         for i in range(0, len(data), 256 * 1024):
-            yield data[i:i + 256 * 1024].encode()
+            yield data[i : i + 256 * 1024].encode()
 
     r = c.post("/v1/convert", content=chunks(), headers={"content-type": "application/json"})
     assert r.status_code == 413
@@ -184,8 +206,10 @@ def test_no_request_leaves_its_upload_behind(api_open: ApiProcess, pdfs, tmp_pat
         assert c.post("/v1/jobs", **kw).status_code == want
     assert sorted(p.name for p in (api_open.data_dir / "jobs").iterdir()) == []
     # and nothing held the key's slots
-    assert all(c.post("/v1/convert", files={"file": ("a.pdf", pdfs["one"].read_bytes())}).status_code == 200
-               for _ in range(PER_KEY + 1))
+    assert all(
+        c.post("/v1/convert", files={"file": ("a.pdf", pdfs["one"].read_bytes())}).status_code == 200
+        for _ in range(PER_KEY + 1)
+    )
 
 
 def _page_metrics(api: ApiProcess) -> tuple[dict[str, float], float]:
@@ -200,15 +224,17 @@ def _page_metrics(api: ApiProcess) -> tuple[dict[str, float], float]:
     return pages, latency
 
 
-def test_metrics_count_every_page_once_when_a_client_drops_its_stream(api_open: ApiProcess, standin: StandIn,
-                                                                      pdfs) -> None:
+def test_metrics_count_every_page_once_when_a_client_drops_its_stream(
+    api_open: ApiProcess, standin: StandIn, pdfs
+) -> None:
     before, lat0 = _page_metrics(api_open)
     standin.control(delay_s=30)  # the pages stay at the model server while the client goes away
 
     async def drop() -> None:
         async with httpx.AsyncClient(base_url=api_open.url, timeout=60) as c:
-            async with c.stream("POST", "/v1/convert", params={"stream": "true"},
-                                files={"file": ("b.pdf", pdfs["three"].read_bytes())}) as r:
+            async with c.stream(
+                "POST", "/v1/convert", params={"stream": "true"}, files={"file": ("b.pdf", pdfs["three"].read_bytes())}
+            ) as r:
                 assert r.status_code == 200
                 async for line in r.aiter_lines():
                     if line.startswith("event: page_started"):
@@ -220,8 +246,11 @@ def test_metrics_count_every_page_once_when_a_client_drops_its_stream(api_open: 
     def agreed():
         pages, lat = _page_metrics(api_open)
         counted = sum(pages.values()) - sum(before.values())
-        return (counted, lat - lat0, pages.get("cancelled", 0) - before.get("cancelled", 0)) \
-            if counted == lat - lat0 and counted >= 1 else None
+        return (
+            (counted, lat - lat0, pages.get("cancelled", 0) - before.get("cancelled", 0))
+            if counted == lat - lat0 and counted >= 1
+            else None
+        )
 
     counted, timed, cancelled = _wait_for("every page counted once, with its latency", agreed)
     assert cancelled >= 1  # the pages the client left are counted, under `cancelled`

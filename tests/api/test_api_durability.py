@@ -9,12 +9,16 @@ import time
 
 import httpx
 
-from tests.support.helpers import text_pdf
 from tests.fakes.standin import StandIn
 from tests.support.api import KEYS, ApiProcess
+from tests.support.helpers import text_pdf
 
-ENV = {"OCRSERVE_API_KEYS": KEYS[0], "OCRSERVE_JOB_WORKERS": "1", "OCRSERVE_FALLBACK": "false",
-       "OCRSERVE_RENDER_WORKERS": "1"}
+ENV = {
+    "OCRSERVE_API_KEYS": KEYS[0],
+    "OCRSERVE_JOB_WORKERS": "1",
+    "OCRSERVE_FALLBACK": "false",
+    "OCRSERVE_RENDER_WORKERS": "1",
+}
 H = {"Authorization": f"Bearer {KEYS[0]}"}
 
 
@@ -83,8 +87,8 @@ def test_sigkill_mid_job_then_restart_completes_every_page(standin: StandIn, tmp
 def test_kept_pages_are_reused_only_by_the_same_model_and_engine(tmp_path) -> None:
     import pytest
 
-    from ocrserve.document import Page
     from ocrserve.api.worker import _load_pages, _write_page
+    from ocrserve.document import Page
 
     job = tmp_path / "job"
     job.mkdir()

@@ -5,9 +5,9 @@ from __future__ import annotations
 import httpx
 
 from ocrserve.profiles import load_profile
-from tests.support.helpers import text_pdf
 from tests.fakes.standin import StandIn
-from tests.support.api import H, ApiProcess, page_events, parse_sse
+from tests.support.api import ApiProcess, H, page_events, parse_sse
+from tests.support.helpers import text_pdf
 
 
 def _check_fallback_page(events: list[tuple[str, dict]], page: int, title: str, why: str) -> list[tuple[str, dict]]:
@@ -16,7 +16,7 @@ def _check_fallback_page(events: list[tuple[str, dict]], page: int, title: str, 
     kinds = [k for k, _ in mine]
     assert kinds[0] == "page_started" and kinds[-1] == "page_done", kinds
     last = len(kinds) - 1 - kinds[::-1].index("page_reset") if "page_reset" in kinds else 0
-    tail = mine[last + 1:]
+    tail = mine[last + 1 :]
     blocks = [d["block"] for k, d in tail if k == "block"]
     done = mine[-1][1]
     assert done["status"] == "fallback" and why in done["error"], done["error"]
@@ -28,8 +28,9 @@ def _check_fallback_page(events: list[tuple[str, dict]], page: int, title: str, 
     return mine
 
 
-def test_stream_sends_the_blocks_of_a_page_rescued_by_the_fallback(api_fb: ApiProcess, standin: StandIn,
-                                                                   tmp_path) -> None:
+def test_stream_sends_the_blocks_of_a_page_rescued_by_the_fallback(
+    api_fb: ApiProcess, standin: StandIn, tmp_path
+) -> None:
     pdf = text_pdf(tmp_path / "memo.pdf", pages=2, title="Memo")
     standin.control(default_plan=["400"])  # the model server refuses every page at once: lite rescues them
     c = httpx.Client(base_url=api_fb.url, timeout=120, headers=H())
@@ -54,8 +55,9 @@ def test_stream_sends_the_blocks_of_a_page_rescued_by_the_fallback(api_fb: ApiPr
     assert [p["status"] for p in r.json()["pages"]] == ["fallback", "fallback"]
 
 
-def test_stream_drops_the_blocks_of_given_up_attempts_before_the_rescue(api_fb: ApiProcess, standin: StandIn,
-                                                                       tmp_path) -> None:
+def test_stream_drops_the_blocks_of_given_up_attempts_before_the_rescue(
+    api_fb: ApiProcess, standin: StandIn, tmp_path
+) -> None:
     pdf = text_pdf(tmp_path / "note.pdf", pages=1, title="Note")
     tries = load_profile("chandra-1").max_retries + 1
     # every attempt but the last streams some blocks and loops; the last is refused (HTTP 400): the engine

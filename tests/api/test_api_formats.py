@@ -11,7 +11,7 @@ import pypdfium2 as pdfium
 
 from ocrserve.document import Document
 from ocrserve.render.text import render_text
-from tests.support.api import H, KEYS, ApiProcess, parse_sse, wait_job
+from tests.support.api import KEYS, ApiProcess, H, parse_sse, wait_job
 
 
 def test_convert_answers_a_searchable_pdf_and_chunks(api: ApiProcess, docs, standin) -> None:
@@ -49,11 +49,13 @@ def test_plain_text_sync_streamed_and_from_a_job(api: ApiProcess, docs, standin)
     src = docs["pdf3"].read_bytes()
     r = c.post("/v1/convert", params={"format": "txt", "pages": "1-2"}, files={"file": ("three.pdf", src)})
     assert r.status_code == 200 and r.headers["content-type"] == "text/plain; charset=utf-8", r.text
-    doc = Document.model_validate_json(c.post("/v1/convert", params={"pages": "1-2"},
-                                              files={"file": ("three.pdf", src)}).text)
+    doc = Document.model_validate_json(
+        c.post("/v1/convert", params={"pages": "1-2"}, files={"file": ("three.pdf", src)}).text
+    )
     assert r.text == render_text(doc) and r.text.strip() and "<" not in r.text
-    r = c.post("/v1/convert", params={"format": "txt", "pages": "1-2", "stream": "true"},
-               files={"file": ("three.pdf", src)})
+    r = c.post(
+        "/v1/convert", params={"format": "txt", "pages": "1-2", "stream": "true"}, files={"file": ("three.pdf", src)}
+    )
     [(_, done)] = [e for e in parse_sse(r.text) if e[0] == "done"]
     assert done["text"] == render_text(Document.model_validate(done["document"]))
     job_id = c.post("/v1/jobs", files={"file": ("one.pdf", docs["pdf1"].read_bytes())}).json()["id"]

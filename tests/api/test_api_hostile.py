@@ -17,12 +17,12 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.helpers import encrypted_pdf, text_pdf
 from tests.fakes.standin import StandIn
-from tests.support.api import KEYS, H, ApiProcess, parse_sse, shared_api
+from tests.support.api import KEYS, ApiProcess, H, parse_sse, shared_api
+from tests.support.helpers import encrypted_pdf, text_pdf
 
 MAX_UPLOAD = 2_000_000
-PER_KEY = 4            # the default
+PER_KEY = 4  # the default
 MAX_CONNECTIONS = 8
 BODY_TIMEOUT = 10
 HEADER_TIMEOUT = 3
@@ -48,22 +48,29 @@ def api_hostile(standin: StandIn, tmp_path_factory, request) -> ApiProcess:
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("hostile")
-    return {"one": text_pdf(d / "one.pdf", pages=1, title="Hostile"),
-            "locked": encrypted_pdf(d / "locked.pdf", "s3cret")}
+    return {
+        "one": text_pdf(d / "one.pdf", pages=1, title="Hostile"),
+        "locked": encrypted_pdf(d / "locked.pdf", "s3cret"),
+    }
 
 
 def _multipart(name: str, data: bytes, boundary: str = "ocrserve-test-boundary", **fields: str) -> bytes:
-    parts = [f"--{boundary}\r\nContent-Disposition: form-data; name=\"{k}\"\r\n\r\n{v}\r\n".encode()
-             for k, v in fields.items()]
-    parts.append(f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n"
-                 "Content-Type: application/octet-stream\r\n\r\n".encode() + data + b"\r\n")
+    parts = [
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n'.encode() for k, v in fields.items()
+    ]
+    parts.append(
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+        "Content-Type: application/octet-stream\r\n\r\n".encode()
+        + data
+        + b"\r\n"
+    )
     return b"".join(parts) + f"--{boundary}--\r\n".encode()
 
 
 def _chunked(body: bytes, size: int = 64 * 1024):
     """A body sent without Content-Length (Transfer-Encoding: chunked)."""
     for i in range(0, len(body), size):
-        yield body[i:i + size]
+        yield body[i : i + size]
 
 
 MULTIPART = {"content-type": "multipart/form-data; boundary=ocrserve-test-boundary"}
@@ -94,8 +101,14 @@ def test_300_ranges_of_a_million_pages_do_not_stall_the_service(api_hostile: Api
 
     async def main() -> tuple[httpx.Response, list[int]]:
         async with httpx.AsyncClient(base_url=api_hostile.url) as c:
-            call = asyncio.create_task(c.post("/v1/convert", params={"pages": pages}, timeout=30,
-                                              files={"file": ("one.pdf", files["one"].read_bytes())}))
+            call = asyncio.create_task(
+                c.post(
+                    "/v1/convert",
+                    params={"pages": pages},
+                    timeout=30,
+                    files={"file": ("one.pdf", files["one"].read_bytes())},
+                )
+            )
             health = []
             while not call.done():  # the service answers others while it looks at the selection
                 health.append((await c.get("/healthz", timeout=10)).status_code)
@@ -138,8 +151,10 @@ def _hold(url: str, head_only: bool = True) -> socket.socket:
     """A connection that sends a request head and then nothing (or not even a whole head)."""
     host, port = url.removeprefix("http://").split(":")
     s = socket.create_connection((host, int(port)), timeout=60)
-    head = (b"POST /v1/convert HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\n"
-            b"Content-Length: 100000\r\n")
+    head = (
+        b"POST /v1/convert HTTP/1.1\r\nHost: x\r\nContent-Type: multipart/form-data; boundary=b\r\n"
+        b"Content-Length: 100000\r\n"
+    )
     s.sendall(head + b"\r\n" if head_only else head)
     return s
 
@@ -154,7 +169,9 @@ def _answer(s: socket.socket) -> bytes:
 
 
 def _convert(url: str, files) -> int:
-    return httpx.post(url + "/v1/convert", files={"file": ("one.pdf", files["one"].read_bytes())}, timeout=60).status_code
+    return httpx.post(
+        url + "/v1/convert", files={"file": ("one.pdf", files["one"].read_bytes())}, timeout=60
+    ).status_code
 
 
 def test_bodiless_uploads_hold_no_slot_and_time_out(api_hostile: ApiProcess, files) -> None:
@@ -192,8 +209,12 @@ def test_open_connections_are_capped(api_hostile: ApiProcess, files) -> None:
 
 def test_page_images_need_the_key_that_converted_the_page(api: ApiProcess, files) -> None:
     c = httpx.Client(base_url=api.url, timeout=60)
-    r = c.post("/v1/convert", params={"stream": "true"}, headers=H(KEYS[0]),
-               files={"file": ("one.pdf", files["one"].read_bytes())})
+    r = c.post(
+        "/v1/convert",
+        params={"stream": "true"},
+        headers=H(KEYS[0]),
+        files={"file": ("one.pdf", files["one"].read_bytes())},
+    )
     url = next(d["image"] for k, d in parse_sse(r.text) if k == "page_started")
     assert c.get(url).status_code == 401
     assert c.get(url, headers=H(KEYS[1])).status_code == 404  # another key's page
@@ -242,8 +263,11 @@ def test_a_long_job_id_is_not_echoed_whole(api_hostile: ApiProcess) -> None:
 
 
 def test_cors_only_for_the_configured_origins(api_hostile: ApiProcess, api: ApiProcess) -> None:
-    pre = {"Origin": ORIGIN, "Access-Control-Request-Method": "POST",
-           "Access-Control-Request-Headers": "authorization,content-type"}
+    pre = {
+        "Origin": ORIGIN,
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization,content-type",
+    }
     r = httpx.options(api_hostile.url + "/v1/convert", headers=pre, timeout=30)
     assert r.status_code == 200 and r.headers["access-control-allow-origin"] == ORIGIN
     assert "authorization" in r.headers["access-control-allow-headers"].lower()
@@ -263,8 +287,9 @@ def test_the_startup_line_names_the_engine_and_a_model_only_for_a_model_engine(t
     from ocrserve.api.app import startup_line
 
     assert startup_line("openai", "chandra-2", Path("d")) == "OCR API: engine openai, model chandra-2, data in d"
-    proc = ApiProcess(None, tmp_path / "data", {"OCRSERVE_API_KEYS": "", "OCRSERVE_RENDER_WORKERS": "1"},
-                      engine="lite").start()
+    proc = ApiProcess(
+        None, tmp_path / "data", {"OCRSERVE_API_KEYS": "", "OCRSERVE_RENDER_WORKERS": "1"}, engine="lite"
+    ).start()
     try:
         line = next(ln for ln in proc.log().splitlines() if "OCR API: engine" in ln)
         assert "engine lite" in line and "model" not in line, line

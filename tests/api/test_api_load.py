@@ -8,9 +8,9 @@ from collections import Counter
 
 import httpx
 
-from tests.support.helpers import image
 from tests.fakes.standin import StandIn
 from tests.support.api import KEYS, ApiProcess
+from tests.support.helpers import image
 
 CLIENTS = 200
 

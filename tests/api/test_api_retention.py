@@ -17,13 +17,17 @@ import httpx
 
 from ocrserve.api.jobs import JobStore
 from ocrserve.api.worker import JobWorker
-from tests.support.helpers import text_pdf
 from tests.fakes.standin import StandIn
 from tests.support.api import KEYS, ApiProcess
+from tests.support.helpers import text_pdf
 
 H = {"Authorization": f"Bearer {KEYS[0]}"}
-ENV = {"OCRSERVE_API_KEYS": KEYS[0], "OCRSERVE_JOB_WORKERS": "1", "OCRSERVE_FALLBACK": "false",
-       "OCRSERVE_RENDER_WORKERS": "1"}
+ENV = {
+    "OCRSERVE_API_KEYS": KEYS[0],
+    "OCRSERVE_JOB_WORKERS": "1",
+    "OCRSERVE_FALLBACK": "false",
+    "OCRSERVE_RENDER_WORKERS": "1",
+}
 DAY = 86400.0
 
 
@@ -101,15 +105,24 @@ def test_finished_jobs_expire_queued_and_running_ones_stay(standin: StandIn, tmp
         _wait(lambda: time.time() > created + 1.0)
         swept = _metric(c, "ocrserve_job_sweeps_total")
         _wait(lambda: _metric(c, "ocrserve_job_sweeps_total") >= swept + 2, timeout=30)
-        assert {k: v for k, v in _rows(data).items() if k in (running, queued)} == {running: "running", queued: "queued"}
+        assert {k: v for k, v in _rows(data).items() if k in (running, queued)} == {
+            running: "running",
+            queued: "queued",
+        }
         assert _status(c, running) == "running" and _status(c, queued) == "queued"
         for j in (running, queued):  # their inputs are kept until they finish
             assert [p.name for p in (data / "jobs" / j / "input").iterdir()], j
 
         # released, they finish, lose their inputs, and expire in turn
         standin.reset()
-        _wait(lambda: not ({running, queued} & set(_rows(data)))
-              and not (data / "jobs" / running).exists() and not (data / "jobs" / queued).exists(), timeout=60)
+        _wait(
+            lambda: (
+                not ({running, queued} & set(_rows(data)))
+                and not (data / "jobs" / running).exists()
+                and not (data / "jobs" / queued).exists()
+            ),
+            timeout=60,
+        )
         assert sorted(p.name for p in (data / "jobs").iterdir()) == []
     finally:
         api.stop()
@@ -148,8 +161,9 @@ def test_restart_sweeps_at_startup_and_keeps_unfinished_jobs(standin: StandIn, t
     assert _rows(data) == {old: "failed", recent: "done", unfinished: "running"}
 
     # second service: default TTL (7 days), a sweep only every hour, so what goes, goes at startup
-    api2 = ApiProcess(standin.url, data, {**ENV, "OCRSERVE_JOB_SWEEP_INTERVAL_S": "3600"},
-                      log_path=tmp_path / "second.log").start()
+    api2 = ApiProcess(
+        standin.url, data, {**ENV, "OCRSERVE_JOB_SWEEP_INTERVAL_S": "3600"}, log_path=tmp_path / "second.log"
+    ).start()
     try:
         c = httpx.Client(base_url=api2.url, timeout=30, headers=H)
         rows = _rows(data)

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+
 import pytest
 from PIL import Image
 
 from ocrserve import parse_output
-from ocrserve.engines import EngineResult, PageInput
-from ocrserve.profiles import load_profile
 from ocrserve.api.images import PageImages
 from ocrserve.api.metrics import Metrics
-from ocrserve.api.tap import ConversionTap
 from ocrserve.api.stream import BlockSplitter, parse_block
+from ocrserve.api.tap import ConversionTap
+from ocrserve.engines import EngineResult, PageInput
+from ocrserve.profiles import load_profile
 from tests.fakes.standin import chandra_output
 
 NESTED = '<div data-label="List-Group" data-bbox="[1, 2, 300, 400]"><div><p>a</p><div>b</div></div></div>'
@@ -31,7 +32,7 @@ def test_every_top_level_block_once_in_order_for_any_chunking(size: int) -> None
     s = BlockSplitter()
     out = []
     for i in range(0, len(raw), size):
-        out += s.feed(raw[i:i + size])
+        out += s.feed(raw[i : i + size])
     assert out == raw.split("\n")  # one block a line in the stand-in's answer, the nested one whole
     assert s.pending == "" and s.text == raw
 
@@ -40,7 +41,7 @@ def test_a_block_is_emitted_as_soon_as_it_closes_not_before() -> None:
     s = BlockSplitter()
     assert s.feed('junk <div data-label="Text" data-bbox="[0, 0, 10, 10]"><p>hel') == []
     assert s.pending.startswith('<div data-label="Text"')
-    assert s.feed("lo</p><div>x</div") == []      # the inner div closes only at '>'
+    assert s.feed("lo</p><div>x</div") == []  # the inner div closes only at '>'
     assert s.feed("></di") == []
     assert s.feed("v>") == ['<div data-label="Text" data-bbox="[0, 0, 10, 10]"><p>hello</p><div>x</div></div>']
     assert s.feed('</div> <DIV data-label="Table">t</DIV >') == ['<DIV data-label="Table">t</DIV >']
@@ -74,8 +75,9 @@ class _Script:
                 step()
             else:
                 on_delta(step)
-        return EngineResult(raw=self.raw if self.ok else "", ok=self.ok, engine=self.name,
-                            error=None if self.ok else "gave up")
+        return EngineResult(
+            raw=self.raw if self.ok else "", ok=self.ok, engine=self.name, error=None if self.ok else "gave up"
+        )
 
     def capacity(self) -> int:
         return 1
@@ -85,8 +87,9 @@ class _Script:
 
 
 def _conv(events) -> ConversionTap:
-    return ConversionTap(Metrics(lambda: 0, lambda: 0), PageImages(10_000_000),
-                         lambda kind, data: events.append((kind, data)), True)
+    return ConversionTap(
+        Metrics(lambda: 0, lambda: 0), PageImages(10_000_000), lambda kind, data: events.append((kind, data)), True
+    )
 
 
 def _tap(engine, events, **kw):
@@ -174,8 +177,9 @@ def test_pages_cancelled_at_the_engine_or_after_it_are_counted_once_with_their_l
     async def main() -> None:
         done = asyncio.create_task(conv.engine(_Script([], _raw("a"))).ocr(_page()))  # answered, never finished
         await done
-        stuck = asyncio.create_task(conv.engine(Hang([], "")).ocr(PageInput("doc", 1, image=Image.new("RGB", (8, 8)),
-                                                                            width=612, height=792)))
+        stuck = asyncio.create_task(
+            conv.engine(Hang([], "")).ocr(PageInput("doc", 1, image=Image.new("RGB", (8, 8)), width=612, height=792))
+        )
         await asyncio.sleep(0.01)
         stuck.cancel()  # the client went away while the page was at the engine
         with pytest.raises(asyncio.CancelledError):

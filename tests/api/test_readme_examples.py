@@ -80,8 +80,15 @@ def run_block(block: str, base: str, work: Path) -> list[tuple[str, int, str, st
         script.append(f"{{ {cmd.replace(DOC_BASE, base)}\n}} >{work}/{i}.out 2>{work}/{i}.err; echo $? >{work}/{i}.rc")
     (work / "block.sh").write_text("\n".join(script) + "\n", encoding="utf-8")
     subprocess.run(["bash", str(work / "block.sh")], cwd=ROOT, timeout=240, check=True)
-    return [(cmd, int((work / f"{i}.rc").read_text()), (work / f"{i}.out").read_text(errors="replace"),
-             (work / f"{i}.err").read_text(errors="replace")) for i, cmd in enumerate(cmds)]
+    return [
+        (
+            cmd,
+            int((work / f"{i}.rc").read_text()),
+            (work / f"{i}.out").read_text(errors="replace"),
+            (work / f"{i}.err").read_text(errors="replace"),
+        )
+        for i, cmd in enumerate(cmds)
+    ]
 
 
 def _selected(query: dict[str, list[str]]) -> list[int]:
@@ -164,8 +171,10 @@ def assert_block(block: str, base: str, work: Path) -> None:
         assert rc == 0, f"README command exited {rc}: {cmd}\n{err[-2000:]}"
         try:
             check(cmd, out)
-        except Exception as e:  # noqa: BLE001 - any wrong output (bad JSON, a missing key) names the command
-            raise AssertionError(f"README command printed the wrong thing: {cmd}\n{e}\n--- output:\n{out[:2000]}") from e
+        except Exception as e:
+            raise AssertionError(
+                f"README command printed the wrong thing: {cmd}\n{e}\n--- output:\n{out[:2000]}"
+            ) from e
 
 
 def _start(tmp_path_factory, name: str, keys: str = "") -> ApiProcess:
@@ -190,8 +199,11 @@ def test_examples_cover_the_api() -> None:
     assert len(keyed) == 1 and re.search(r"OCRSERVE_API_KEYS=\S+", keyed[0]), "one keys block, naming its keys"
 
 
-@pytest.mark.parametrize("block", [b for b in BLOCKS if "Authorization: Bearer" not in b],
-                         ids=[_block_id(b) for b in BLOCKS if "Authorization: Bearer" not in b])
+@pytest.mark.parametrize(
+    "block",
+    [b for b in BLOCKS if "Authorization: Bearer" not in b],
+    ids=[_block_id(b) for b in BLOCKS if "Authorization: Bearer" not in b],
+)
 def test_example_block_runs_as_written(block: str, open_api: ApiProcess, tmp_path: Path) -> None:
     assert_block(block, open_api.url, tmp_path)
 

@@ -29,9 +29,17 @@ def test_synthetic_pages_are_distinct(tmp_path):
 def test_three_modes_side_by_side(tmp_path, standin):
     standin.control(delay_s=0.02)
     partial: list[list[str]] = []
-    report = run_bench(server=standin.url, synthetic=8, modes=["pipeline", "plain", "ceiling"], concurrency=4,
-                       plain_batch=3, max_tokens=32, ignore_eos=True, stream_probe=2,
-                       on_partial=lambda r: partial.append(list(r["modes"])))
+    report = run_bench(
+        server=standin.url,
+        synthetic=8,
+        modes=["pipeline", "plain", "ceiling"],
+        concurrency=4,
+        plain_batch=3,
+        max_tokens=32,
+        ignore_eos=True,
+        stream_probe=2,
+        on_partial=lambda r: partial.append(list(r["modes"])),
+    )
     assert partial == [["pipeline"], ["pipeline", "plain"], ["pipeline", "plain", "ceiling"]]
     assert report["model_profile"] == "chandra-1"  # no --model: the profile of what the stand-in serves
     for mode in ("pipeline", "plain", "ceiling"):
@@ -65,8 +73,13 @@ def test_a_profile_the_server_does_not_serve_is_refused_before_any_page(standin)
 
 
 def test_cli_needs_a_corpus(standin):
-    r = subprocess.run([sys.executable, "-m", "ocrserve", "bench", "--server", standin.url], cwd=ROOT,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "ocrserve", "bench", "--server", standin.url],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2 and "--synthetic" in r.stderr
 
 
@@ -85,8 +98,14 @@ def test_every_bench_script_answers_help(script):
     import os
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    r = subprocess.run([sys.executable, "-m", f"bench.{script}", "--help"], cwd=ROOT, env=env,
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", f"bench.{script}", "--help"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.startswith("usage: ") and "--help" in r.stdout
 
@@ -161,16 +180,25 @@ def test_the_measuring_tools_own_children_are_not_client_cpu(tmp_path):
     from ocrserve.bench import sampling
 
     tool = tmp_path / "tool.py"
-    tool.write_text("import time\nt = time.process_time()\nwhile time.process_time() - t < 0.8:\n    pass\nprint('42')\n")
+    tool.write_text(
+        "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.8:\n    pass\nprint('42')\n"
+    )
     c0, u0 = sampling.client_cpu_s(), sampling._UNCOUNTED_S[0]
     assert sampling.run_uncounted([sys.executable, str(tool)]).strip() == "42"
     assert sampling._UNCOUNTED_S[0] - u0 >= 0.8
     assert sampling.client_cpu_s() - c0 < 0.5  # the tool's 0.8 s is not the client's
     # a tool that hangs is killed at the timeout (TimeoutExpired, reaped); one that dies by a signal is not a timeout
     with pytest.raises(subprocess.TimeoutExpired):
-        sampling.run_uncounted([sys.executable, "-c", "import time; print('x', flush=True); time.sleep(60)"], timeout=0.5)
-    assert sampling.run_uncounted([sys.executable, "-c", "import os, signal; print('y', flush=True); "
-                                   "os.kill(os.getpid(), signal.SIGKILL)"], timeout=30).strip() == "y"
+        sampling.run_uncounted(
+            [sys.executable, "-c", "import time; print('x', flush=True); time.sleep(60)"], timeout=0.5
+        )
+    assert (
+        sampling.run_uncounted(
+            [sys.executable, "-c", "import os, signal; print('y', flush=True); os.kill(os.getpid(), signal.SIGKILL)"],
+            timeout=30,
+        ).strip()
+        == "y"
+    )
 
 
 def test_the_samplers_own_cpu_is_not_client_cpu(monkeypatch):

@@ -20,15 +20,26 @@ main()
 def cli(*args: str, shim: str = "", cwd: Path | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
     """`ocrserve ARGS` as a user runs it; `shim` is Python run before the CLI is imported (to make a
     module unimportable, or a folder unreadable even for root)."""
-    return subprocess.run([sys.executable, "-c", _RUN.format(shim=shim), *args], cwd=cwd or ROOT,
-                          capture_output=True, text=True, timeout=timeout,
-                          env=_env())
+    return subprocess.run(
+        [sys.executable, "-c", _RUN.format(shim=shim), *args],
+        cwd=cwd or ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=_env(),
+    )
 
 
 def cli_async(*args: str, shim: str = "", cwd: Path | None = None) -> subprocess.Popen:
     """cli() started, not waited for (communicate() for its output)."""
-    return subprocess.Popen([sys.executable, "-c", _RUN.format(shim=shim), *args], cwd=cwd or ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+    return subprocess.Popen(
+        [sys.executable, "-c", _RUN.format(shim=shim), *args],
+        cwd=cwd or ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
 
 
 def _env() -> dict[str, str]:

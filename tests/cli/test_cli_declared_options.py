@@ -73,19 +73,29 @@ def flags_of(cmd: Any) -> dict[str, tuple[str, ...]]:
 
 # ------------------------------------------------------------------------------------------ the declaration
 
+
 def test_every_option_is_declared_with_its_help_and_settings_back_the_env_ones():
     specs = ConvertOptions.declared()
     assert all(spec.help for spec in specs.values()), [n for n, s in specs.items() if not s.help]
     assert settings_mismatches(ConvertOptions, Settings) == []
     assert {n for n, s in specs.items() if s.env} == {
-        "engine", "model", "server", "api_key", "served_model", "concurrency", "render_workers", "prefetch_pages",
-        "fallback", "keep_headers_footers"}
+        "engine",
+        "model",
+        "server",
+        "api_key",
+        "served_model",
+        "concurrency",
+        "render_workers",
+        "prefetch_pages",
+        "fallback",
+        "keep_headers_footers",
+    }
 
 
 def test_the_check_sees_a_settings_knob_that_drifted():
     class Drifted(Settings):
-        concurrency: int = 0         # the old knob: 0 meant "derive", the option says at least 1
-        force: bool = False          # a knob no option reads
+        concurrency: int = 0  # the old knob: 0 meant "derive", the option says at least 1
+        force: bool = False  # a knob no option reads
 
     problems = "\n".join(settings_mismatches(ConvertOptions, Drifted))
     assert "concurrency: Settings bounds" in problems and "concurrency: the Settings default 0" in problems
@@ -110,8 +120,12 @@ def test_the_readme_table_lists_the_flags_of_the_command():
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     table = text.split("### `ocrserve convert INPUT... -o OUT`", 1)[1].split("\n\n", 2)[1]
     rows = [ln.split(" | ")[0] for ln in table.splitlines() if ln.startswith("| `")]
-    readme = {f for row in rows for cell in re.findall(r"`([^`]*)`", row)
-              for f in re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", cell)}
+    readme = {
+        f
+        for row in rows
+        for cell in re.findall(r"`([^`]*)`", row)
+        for f in re.findall(r"(?<![\w-])(--?[a-z][\w-]*)", cell)
+    }
     _, cmd = command()
     flags = {f for fs in flags_of(cmd).values() for f in fs} - {"--help"}
     assert readme == flags, (sorted(readme - flags), sorted(flags - readme))
@@ -120,6 +134,7 @@ def test_the_readme_table_lists_the_flags_of_the_command():
 
 
 # ------------------------------------------------------------------------------------------ the special cases
+
 
 class _Summary:
     """A run with nothing to do (what the command prints at the end)."""
@@ -168,10 +183,34 @@ def test_nothing_given_is_nothing_chosen(ran):
 
 
 def test_the_flags_that_name_their_option_otherwise(ran):
-    o = ran("a.pdf", "--no-fallback", "--no-images", "--keep-headers-footers", "-q", "--engine", "hf", "--compile",
-            "--format", "md", "--format", "pdf,chunks", "-o", "out", "-c", "4", "--pages", "1-2")["options"]
+    o = ran(
+        "a.pdf",
+        "--no-fallback",
+        "--no-images",
+        "--keep-headers-footers",
+        "-q",
+        "--engine",
+        "hf",
+        "--compile",
+        "--format",
+        "md",
+        "--format",
+        "pdf,chunks",
+        "-o",
+        "out",
+        "-c",
+        "4",
+        "--pages",
+        "1-2",
+    )["options"]
     assert (o.fallback, o.figures, o.keep_headers_footers, o.static_cache) == (False, False, True, True)
-    assert (o.formats, o.output, o.concurrency, o.pages, o.engine) == (("md", "json", "pdf", "chunks"), "out", 4, "1-2", "hf")
+    assert (o.formats, o.output, o.concurrency, o.pages, o.engine) == (
+        ("md", "json", "pdf", "chunks"),
+        "out",
+        4,
+        "1-2",
+        "hf",
+    )
     got = ran("a.pdf", "--compile", "-q")  # not the hf engine: said and dropped
     assert got["options"].static_cache is False and "--compile is for the hf engine" in got["output"]
 
@@ -185,11 +224,11 @@ def test_ray_address_is_the_ray_options(ran):
 
 # ------------------------------------------------------------------------------------------ a new option
 
+
 class WithExtra(ConvertOptions):
     """ConvertOptions as a maintainer extends it: two options, declared once each."""
 
-    layout: Literal["fast", "best"] | None = option(
-        None, "layout analysis effort", cli=("--layout", "-L"), env=True)
+    layout: Literal["fast", "best"] | None = option(None, "layout analysis effort", cli=("--layout", "-L"), env=True)
     tables: bool = option(True, "read tables", cli=("--no-tables",), cli_help="leave tables as text")
 
 
@@ -209,7 +248,10 @@ def test_a_new_option_reaches_the_cli_the_python_api_and_settings(monkeypatch, c
     monkeypatch.setattr("ocrserve.pipeline.options.get_settings", lambda: SettingsWithExtra())
     res = CliRunner().invoke(app, ["convert", "a.pdf", "-L", "best", "--no-tables", "-q"])
     assert res.exit_code == 0, res.output
-    assert isinstance(seen["options"], WithExtra) and (seen["options"].layout, seen["options"].tables) == ("best", False)
+    assert isinstance(seen["options"], WithExtra) and (seen["options"].layout, seen["options"].tables) == (
+        "best",
+        False,
+    )
     res = CliRunner().invoke(app, ["convert", "a.pdf", "-L", "slow"])
     assert res.exit_code == 2 and "slow" in res.output
 
@@ -220,7 +262,8 @@ def test_a_new_option_reaches_the_cli_the_python_api_and_settings(monkeypatch, c
 
     # Settings: the check names the missing knob; with it, OCRSERVE_LAYOUT is the default
     assert settings_mismatches(WithExtra, Settings) == [
-        "layout: declared env=True, Settings has no 'layout' (OCRSERVE_LAYOUT)"]
+        "layout: declared env=True, Settings has no 'layout' (OCRSERVE_LAYOUT)"
+    ]
     assert settings_mismatches(WithExtra, SettingsWithExtra) == []
     monkeypatch.setenv("OCRSERVE_LAYOUT", "fast")
     assert WithExtra().resolve(SettingsWithExtra()).layout == "fast"

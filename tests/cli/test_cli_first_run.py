@@ -17,6 +17,7 @@ SAMPLE = str(ROOT / "ocrserve" / "samples" / "sample.pdf")
 
 # ------------------------------------------------------------------------------------------ --version
 
+
 @pytest.mark.parametrize("flag", ["--version", "-V"])
 def test_version(flag):
     r = cli(flag)
@@ -25,6 +26,7 @@ def test_version(flag):
 
 
 # ------------------------------------------------------------------------------------------ help
+
 
 @pytest.mark.parametrize("args", [[], ["convert"], ["serve"], ["api"], ["bench"], ["eval"], ["profiles"]])
 def test_help_reads_like_a_conventional_cli(args):
@@ -47,19 +49,27 @@ def test_convert_help_names_values_the_usual_way():
 
 # ------------------------------------------------------------------------------------------ extras
 
+
 def _without(*modules: str) -> str:
     """A shim that makes modules unimportable (as when the extra is not installed)."""
     return "".join(f"sys.modules[{m!r}] = None\n" for m in modules)
 
 
-@pytest.mark.parametrize("args,missing,extra", [
-    (["api", "--port", "8799"], ["fastapi"], "api"),
-    (["api", "--port", "8799"], ["uvicorn"], "api"),
-    (["serve", "--gpu-memory-gib", "80", "--api-port", "8799", "--vllm-bin", "/nonexistent/vllm"], ["fastapi"], "api"),
-    (["eval", "nowhere", "-c", "nowhere"], ["rapidfuzz"], "eval"),
-    (["convert", SAMPLE, "--engine", "hf", "-o", "OUT"], ["torch"], "hf"),
-    (["convert", SAMPLE, "--ray", "local", "-o", "OUT"], ["ray"], "ray"),
-])
+@pytest.mark.parametrize(
+    "args,missing,extra",
+    [
+        (["api", "--port", "8799"], ["fastapi"], "api"),
+        (["api", "--port", "8799"], ["uvicorn"], "api"),
+        (
+            ["serve", "--gpu-memory-gib", "80", "--api-port", "8799", "--vllm-bin", "/nonexistent/vllm"],
+            ["fastapi"],
+            "api",
+        ),
+        (["eval", "nowhere", "-c", "nowhere"], ["rapidfuzz"], "eval"),
+        (["convert", SAMPLE, "--engine", "hf", "-o", "OUT"], ["torch"], "hf"),
+        (["convert", SAMPLE, "--ray", "local", "-o", "OUT"], ["ray"], "ray"),
+    ],
+)
 def test_a_missing_extra_is_one_line_and_exit_2(args, missing, extra, tmp_path):
     args = [str(tmp_path / "out") if a == "OUT" else a for a in args]
     r = cli(*args, shim=_without(*missing), cwd=tmp_path)
@@ -80,8 +90,10 @@ def test_the_guard_turns_a_deep_import_of_an_extra_into_one_line(capsys, monkeyp
         run_guarded(needs_ray_data)
     assert e.value.code == 2
     err = capsys.readouterr().err
-    assert err == "error: ocrserve convert needs the [ray] extra (ray is not installed): " \
-                  "pip install '.[ray]' (in a clone of ocrserve; it is not on PyPI)\n"
+    assert (
+        err == "error: ocrserve convert needs the [ray] extra (ray is not installed): "
+        "pip install '.[ray]' (in a clone of ocrserve; it is not on PyPI)\n"
+    )
 
     def other():
         raise ModuleNotFoundError("No module named 'nothing_of_ours'", name="nothing_of_ours")
@@ -92,6 +104,7 @@ def test_the_guard_turns_a_deep_import_of_an_extra_into_one_line(capsys, monkeyp
 
 # ------------------------------------------------------------------------------------------ packaging
 
+
 def test_license_is_an_spdx_string():
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert meta["project"]["license"] == "Apache-2.0"
@@ -100,6 +113,7 @@ def test_license_is_an_spdx_string():
 
 
 # ------------------------------------------------------------------------------------------ profiles
+
 
 def test_profiles_has_headers_and_what_the_readme_lists():
     from ocrserve.profiles import PROFILES
@@ -110,7 +124,9 @@ def test_profiles_has_headers_and_what_the_readme_lists():
     # the README: "checkpoint, prompt, bbox scale/format, labels, pixel budget, sampling"
     for col in ("PROFILE", "CHECKPOINT", "PROMPT", "BBOX", "LABELS", "PIXEL BUDGET", "SAMPLING"):
         assert col in header, header
-    starts = [header.index(c) for c in ("PROFILE", "CHECKPOINT", "PROMPT", "BBOX", "LABELS", "PIXEL BUDGET", "SAMPLING")]
+    starts = [
+        header.index(c) for c in ("PROFILE", "CHECKPOINT", "PROMPT", "BBOX", "LABELS", "PIXEL BUDGET", "SAMPLING")
+    ]
     assert len(rows) == len(PROFILES)
     for row, p in zip(rows, PROFILES.values()):
         cells = [row[a:b].strip() for a, b in zip(starts, starts[1:] + [None])]

@@ -25,11 +25,25 @@ def test_convert_writes_plain_text(tmp_path):
     assert "#" not in txt and "<" not in txt  # no Markdown, no HTML
     blocks = [b for p in json.loads((folder / "memo.json").read_text(encoding="utf-8"))["pages"] for b in p["blocks"]]
     assert txt == "\n\n".join(b["text"] for b in blocks if b["label"] not in HEADER_FOOTER) + "\n"
-    r = cli("convert", str(src), "-o", str(tmp_path / "kept"), "--engine", "lite", "--format", "txt", "-q",
-            "--keep-headers-footers", "--paginate")
+    r = cli(
+        "convert",
+        str(src),
+        "-o",
+        str(tmp_path / "kept"),
+        "--engine",
+        "lite",
+        "--format",
+        "txt",
+        "-q",
+        "--keep-headers-footers",
+        "--paginate",
+    )
     kept = (tmp_path / "kept" / "memo" / "memo.txt").read_text(encoding="utf-8")
-    assert r.returncode == 0 and kept == render_text(Document.model_validate_json(
-        (tmp_path / "kept" / "memo" / "memo.json").read_text(encoding="utf-8")), keep_headers_footers=True, paginate=True)
+    assert r.returncode == 0 and kept == render_text(
+        Document.model_validate_json((tmp_path / "kept" / "memo" / "memo.json").read_text(encoding="utf-8")),
+        keep_headers_footers=True,
+        paginate=True,
+    )
     assert f"\n\n1{PAGE_RULE}\n\n" in kept and len(kept) > len(txt)
     r = cli("convert", str(src), "-o", str(out), "--engine", "lite", "--format", "txt", "--json-log")
     done = [json.loads(ln) for ln in r.stdout.splitlines() if '"doc_done"' in ln]

@@ -6,8 +6,6 @@ import json
 import os
 from pathlib import Path
 
-import pytest
-
 from ocrserve.ingest.sources import InputProblem, SourceFile, expand_sources
 from tests.cli.support import cli
 from tests.support import helpers
@@ -39,8 +37,8 @@ def _folder(tmp_path: Path) -> Path:
     helpers.text_pdf(d / "locked" / "hidden.pdf", pages=1)
     helpers.text_pdf(d / "secret.pdf", pages=1)
     (d / "dangling.pdf").symlink_to(d / "gone.pdf")
-    (d / "sub" / "up").symlink_to("..")     # a folder link back to its own ancestor
-    (d / "loop1").symlink_to("loop2")       # links that point at each other
+    (d / "sub" / "up").symlink_to("..")  # a folder link back to its own ancestor
+    (d / "loop1").symlink_to("loop2")  # links that point at each other
     (d / "loop2").symlink_to("loop1")
     return d
 
@@ -106,8 +104,13 @@ def test_expand_sources_keeps_problems_in_place(tmp_path, monkeypatch):
     items = expand_sources([d])
     monkeypatch.undo()
     kinds = [(type(i).__name__, i.path.name) for i in items]
-    assert kinds == [("SourceFile", "a.pdf"), ("InputProblem", "b.pdf"), ("SourceFile", "c.pdf"),
-                     ("InputProblem", "link"), ("InputProblem", "noext")]
+    assert kinds == [
+        ("SourceFile", "a.pdf"),
+        ("InputProblem", "b.pdf"),
+        ("SourceFile", "c.pdf"),
+        ("InputProblem", "link"),
+        ("InputProblem", "noext"),
+    ]
     probs = {i.path.name: i for i in items if isinstance(i, InputProblem)}
     assert "dangling symlink" in probs["b.pdf"].reason and "nowhere.pdf" in probs["b.pdf"].reason
     assert "symlink loop" in probs["link"].reason
@@ -136,7 +139,9 @@ def test_the_ray_path_reports_them_too(tmp_path):
     d.mkdir()
     (d / "gone.pdf").symlink_to(d / "nowhere.pdf")
     events = []
-    s = run_ray_convert([d], output=str(tmp_path / "out"), engine="lite", on_event=lambda k, data: events.append((k, data)))
+    s = run_ray_convert(
+        [d], output=str(tmp_path / "out"), engine="lite", on_event=lambda k, data: events.append((k, data))
+    )
     assert [(r.name, r.status) for r in s.results] == [("gone.pdf", "failed")] and s.failed
     assert "dangling symlink" in s.results[0].error
     assert [k for k, _ in events] == ["run_start", "doc_done", "run_done"]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 from ocrserve.render.markdown import PAGE_RULE
 from tests.cli.support import cli
 
@@ -22,8 +21,12 @@ def _pdf_with_a_figure(path: Path, pages: int = 3) -> Path:
     for i in range(pages):
         c.setFont("Helvetica", 11)
         for j in range(4):
-            c.drawString(72, 700 - 16 * j, f"Page {i + 1} sentence {j}: {'alpha beta gamma delta'.split()[(i + j) % 4]} "
-                                            f"words number {i * 10 + j} for the reader.")
+            c.drawString(
+                72,
+                700 - 16 * j,
+                f"Page {i + 1} sentence {j}: {'alpha beta gamma delta'.split()[(i + j) % 4]} "
+                f"words number {i * 10 + j} for the reader.",
+            )
         if i == 0:
             noise = (np.random.default_rng(0).random((200, 300)) * 255).astype("uint8")
             c.drawImage(ImageReader(Image.fromarray(noise).convert("RGB")), 72, 300, width=300, height=200)

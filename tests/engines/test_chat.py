@@ -22,19 +22,22 @@ def _png() -> bytes:
     return buf.getvalue()
 
 
-def _old_template(prompt: str, model: str, sampling, max_tokens: int, stream: bool, mime: str,
-                  ignore_eos: bool) -> tuple[bytes, bytes]:
+def _old_template(
+    prompt: str, model: str, sampling, max_tokens: int, stream: bool, mime: str, ignore_eos: bool
+) -> tuple[bytes, bytes]:
     """What engines/openai.py built before chat.py (OpenAIEngine._template), verbatim."""
     mark = "__OCRSERVE_IMAGE_BASE64__"
     body: dict[str, Any] = {
         "model": model,
-        "messages": [{
-            "role": "user",
-            "content": [
-                {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{mark}"}},
-                {"type": "text", "text": prompt},
-            ],
-        }],
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": f"data:{mime};base64,{mark}"}},
+                    {"type": "text", "text": prompt},
+                ],
+            }
+        ],
         "temperature": sampling.temperature,
         "top_p": sampling.top_p,
         "max_tokens": max_tokens,
@@ -61,8 +64,9 @@ def test_body_is_byte_identical_to_the_old_openai_template(name, stream, ignore_
         head, tail = _old_template(profile.prompt, "served", sampling, 321, stream, "image/png", ignore_eos)
         assert tpl.render("served", sampling, 321, stream, "image/png", b64) == head + b64 + tail
         # the dict form is the same request
-        as_dict = chat.body("served", chat.data_url(png), profile.prompt, sampling, 321, stream=stream,
-                            ignore_eos=ignore_eos)
+        as_dict = chat.body(
+            "served", chat.data_url(png), profile.prompt, sampling, 321, stream=stream, ignore_eos=ignore_eos
+        )
         assert json.dumps(as_dict, ensure_ascii=False).encode() == head + b64 + tail
 
 
@@ -104,4 +108,5 @@ def test_the_bench_sends_the_engines_request():
     profile = load_profile("chandra-1")
     png = _png()
     assert _body("m", profile, png, 55, True, stream=True) == chat.body(
-        "m", chat.data_url(png), profile.prompt, profile.sampling, 55, stream=True, ignore_eos=True)
+        "m", chat.data_url(png), profile.prompt, profile.sampling, 55, stream=True, ignore_eos=True
+    )

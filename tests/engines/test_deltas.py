@@ -10,12 +10,12 @@ from ocrserve.engines.deltas import Deltas, ThreadDeltas
 
 async def test_pieces_then_an_empty_delta_before_a_retried_attempt():
     got: list[str] = []
-    d = Deltas(got.append)            # a plain (sync) callback
-    await d.reset()                   # nothing sent yet: no empty delta
+    d = Deltas(got.append)  # a plain (sync) callback
+    await d.reset()  # nothing sent yet: no empty delta
     await d.send("ab")
     await d.send("c")
-    await d.reset()                   # a retry after text went out: ""
-    await d.reset()                   # nothing new since: no second ""
+    await d.reset()  # a retry after text went out: ""
+    await d.reset()  # nothing new since: no second ""
     await d.send("x")
     assert got == ["ab", "c", "", "x"]
 
@@ -51,9 +51,9 @@ async def test_thread_fed_deltas_arrive_on_the_loop_in_order():
     got: list[tuple[str, bool]] = []
     main = threading.get_ident()
     d = ThreadDeltas(loop, lambda piece: got.append((piece, threading.get_ident() == main)))
-    d.reset_now()                     # first attempt: nothing sent, no ""
+    d.reset_now()  # first attempt: nothing sent, no ""
 
-    def worker() -> None:             # as the generate() thread: text, out of memory (restart), text again
+    def worker() -> None:  # as the generate() thread: text, out of memory (restart), text again
         d.sink("one ")
         d.sink("two")
         d.restart()
@@ -62,7 +62,7 @@ async def test_thread_fed_deltas_arrive_on_the_loop_in_order():
     t = threading.Thread(target=worker)
     t.start()
     await asyncio.to_thread(t.join)
-    d.reset_now()                     # a retried attempt after "three": ""
+    d.reset_now()  # a retried attempt after "three": ""
     d.reset_now()
     await d.close()
     assert [p for p, _ in got] == ["one ", "two", "", "three", ""]

@@ -29,8 +29,14 @@ from ocrserve.profiles import load_profile  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 SHAPE_TAR = next(
-    (p for p in (REPO.parent / "shared/gpu/models/chandra1-shape.tar.xz",
-                 Path("/work/shared/gpu/models/chandra1-shape.tar.xz")) if p.is_file()),
+    (
+        p
+        for p in (
+            REPO.parent / "shared/gpu/models/chandra1-shape.tar.xz",
+            Path("/work/shared/gpu/models/chandra1-shape.tar.xz"),
+        )
+        if p.is_file()
+    ),
     None,
 )
 QWEN_FILES = ["tokenizer.json", "tokenizer_config.json", "chat_template.json", "generation_config.json"]
@@ -51,7 +57,9 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     assert SHAPE_TAR is not None, "shared/gpu/models/chandra1-shape.tar.xz is needed beside the repository"
     out = tmp_path_factory.mktemp("tiny-qwen3vl")
     with tarfile.open(SHAPE_TAR) as tar:
-        members = [m for m in tar.getmembers() if Path(m.name).name in QWEN_FILES + ["config.json", "preprocessor_config.json"]]
+        members = [
+            m for m in tar.getmembers() if Path(m.name).name in QWEN_FILES + ["config.json", "preprocessor_config.json"]
+        ]
         tar.extractall(out / "src", members=members, filter="data")
     src = next((out / "src").rglob("config.json")).parent
     for name in QWEN_FILES:
@@ -61,11 +69,24 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     (out / "preprocessor_config.json").write_text(json.dumps(pre))
 
     cfg = json.loads((src / "config.json").read_text())
-    cfg["text_config"].update(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                              num_attention_heads=4, num_key_value_heads=2, head_dim=16)
+    cfg["text_config"].update(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+    )
     cfg["text_config"]["rope_scaling"]["mrope_section"] = [4, 2, 2]
-    cfg["vision_config"].update(depth=2, hidden_size=32, intermediate_size=64, num_heads=2,
-                                out_hidden_size=64, deepstack_visual_indexes=[1], num_position_embeddings=64)
+    cfg["vision_config"].update(
+        depth=2,
+        hidden_size=32,
+        intermediate_size=64,
+        num_heads=2,
+        out_hidden_size=64,
+        deepstack_visual_indexes=[1],
+        num_position_embeddings=64,
+    )
     for k in ("architectures", "model_type", "torch_dtype", "dtype"):
         cfg.pop(k, None)
     torch.manual_seed(0)
@@ -226,8 +247,7 @@ async def test_streaming_deltas_join_to_the_answer(fresh_generate):
         streams[0].append(d)
 
     results = await asyncio.gather(
-        engine.ocr(_page(0), on_delta=collect_async),
-        engine.ocr(_page(1), on_delta=streams[1].append),
+        engine.ocr(_page(0), on_delta=collect_async), engine.ocr(_page(1), on_delta=streams[1].append)
     )
     for i, r in enumerate(results):
         assert r.ok
@@ -244,7 +264,7 @@ async def test_streaming_a_retried_page_starts_over_with_an_empty_delta(fresh_ge
     r = await engine.ocr(_page(0), on_delta=pieces.append)
     assert r.ok and r.attempts == 2 and r.raw == GOOD
     restart = pieces.index("")
-    assert "".join(pieces[:restart]).startswith("<p>the same words again") and "".join(pieces[restart + 1:]) == GOOD
+    assert "".join(pieces[:restart]).startswith("<p>the same words again") and "".join(pieces[restart + 1 :]) == GOOD
 
 
 async def test_failing_delta_callback_does_not_fail_the_page(fresh_generate):
@@ -318,7 +338,7 @@ async def test_out_of_memory_retry_streams_a_fresh_start(fresh_generate):
     for r, pieces in zip(results, streams):
         assert r.ok and r.raw == GOOD
         restart = pieces.index("")  # the text of the batch that ran out of memory is discarded
-        assert "".join(pieces[:restart]) == "<p>partial" and "".join(pieces[restart + 1:]) == GOOD
+        assert "".join(pieces[:restart]) == "<p>partial" and "".join(pieces[restart + 1 :]) == GOOD
 
 
 async def test_out_of_memory_single_page_fails_naming_batch_and_page_size(fresh_generate):
@@ -399,8 +419,17 @@ def test_convert_through_the_pipeline_with_engine_hf(tiny_model_dir, tmp_path, m
         ImageDraw.Draw(img).text((10, 10), name, fill="black")
         img.save(tmp_path / name)
         sources.append(str(tmp_path / name))
-    docs = ocrserve.convert(sources, output_dir=tmp_path / "out", engine="hf", checkpoint=str(tiny_model_dir),
-                            device="cpu", batch_size=2, max_tokens=64, fallback=False, render_workers=1)
+    docs = ocrserve.convert(
+        sources,
+        output_dir=tmp_path / "out",
+        engine="hf",
+        checkpoint=str(tiny_model_dir),
+        device="cpu",
+        batch_size=2,
+        max_tokens=64,
+        fallback=False,
+        render_workers=1,
+    )
     assert len(docs) == 2
     for doc, size in zip(docs, ((200, 100), (120, 160))):
         page = doc.pages[0]
@@ -417,12 +446,19 @@ async def test_static_cache_writes_what_the_dynamic_cache_writes(tiny_model_dir)
     pages = [_page(0, (64, 64)), _page(1, (96, 64)), _page(2, (64, 32))]
     answers = {}
     for static in (False, True):
-        eng = HFEngine(_profile(), checkpoint=str(tiny_model_dir), device="cpu", batch_size=3, max_tokens=10,
-                       ignore_eos=True, static_cache=static)
+        eng = HFEngine(
+            _profile(),
+            checkpoint=str(tiny_model_dir),
+            device="cpu",
+            batch_size=3,
+            max_tokens=10,
+            ignore_eos=True,
+            static_cache=static,
+        )
         calls = []
         original = eng.model.generate
 
-        def generate(**kwargs):
+        def generate(calls=calls, original=original, **kwargs):
             calls.append(kwargs["generation_config"].cache_implementation)
             return original(**kwargs)
 
@@ -451,9 +487,26 @@ def test_convert_cli_compile_option_reaches_the_engine(tiny_model_dir, tmp_path,
 
     monkeypatch.setattr(HFEngine, "__init__", init)
     Image.new("RGB", (80, 60), "white").save(tmp_path / "p.png")
-    res = CliRunner().invoke(app, ["convert", str(tmp_path / "p.png"), "-o", str(tmp_path / "out"), "--engine", "hf",
-                                   "--checkpoint", str(tiny_model_dir), "--device", "cpu", "--compile",
-                                   "--no-fallback", "--quiet", "--render-workers", "1"])
+    res = CliRunner().invoke(
+        app,
+        [
+            "convert",
+            str(tmp_path / "p.png"),
+            "-o",
+            str(tmp_path / "out"),
+            "--engine",
+            "hf",
+            "--checkpoint",
+            str(tiny_model_dir),
+            "--device",
+            "cpu",
+            "--compile",
+            "--no-fallback",
+            "--quiet",
+            "--render-workers",
+            "1",
+        ],
+    )
     assert res.exit_code == 0, res.output
     assert seen.get("static_cache") is True
     assert "Hello tiny model" in (tmp_path / "out" / "p" / "p.md").read_text()
@@ -477,14 +530,35 @@ def tiny_qwen35_dir(tiny_model_dir, tmp_path_factory) -> Path:
     real = json.loads((shape / "config.json").read_text())
     ids = {k: real[k] for k in ("image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id")}
     cfg = transformers.Qwen3_5Config(
-        text_config=dict(vocab_size=real["text_config"]["vocab_size"], hidden_size=64, intermediate_size=128,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-                         linear_key_head_dim=16, linear_value_head_dim=16, linear_num_key_heads=2,
-                         linear_num_value_heads=4, layer_types=["linear_attention", "full_attention"],
-                         rope_parameters={"rope_theta": 10000.0, "partial_rotary_factor": 0.25, "rope_type": "default",
-                                          "mrope_section": [1, 1, 0], "mrope_interleaved": True}),
-        vision_config=dict(depth=2, hidden_size=32, intermediate_size=64, num_heads=2, out_hidden_size=64,
-                           num_position_embeddings=64),
+        text_config={
+            "vocab_size": real["text_config"]["vocab_size"],
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 16,
+            "linear_key_head_dim": 16,
+            "linear_value_head_dim": 16,
+            "linear_num_key_heads": 2,
+            "linear_num_value_heads": 4,
+            "layer_types": ["linear_attention", "full_attention"],
+            "rope_parameters": {
+                "rope_theta": 10000.0,
+                "partial_rotary_factor": 0.25,
+                "rope_type": "default",
+                "mrope_section": [1, 1, 0],
+                "mrope_interleaved": True,
+            },
+        },
+        vision_config={
+            "depth": 2,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_heads": 2,
+            "out_hidden_size": 64,
+            "num_position_embeddings": 64,
+        },
         **ids,
     )
     torch.manual_seed(0)
@@ -497,8 +571,10 @@ def test_the_chandra2_shape_tokenizer_speaks_chandra2s_ids(tiny_qwen35_dir, tiny
     real = json.loads((REPO / "bench/models/chandra2-shape/config.json").read_text())
     gen = json.loads((REPO / "bench/models/chandra2-shape/generation_config.json").read_text())
     assert tok.convert_tokens_to_ids("<|image_pad|>") == real["image_token_id"] == 248056
-    assert tok.convert_tokens_to_ids(["<|vision_start|>", "<|vision_end|>"]) == [real["vision_start_token_id"],
-                                                                                 real["vision_end_token_id"]]
+    assert tok.convert_tokens_to_ids(["<|vision_start|>", "<|vision_end|>"]) == [
+        real["vision_start_token_id"],
+        real["vision_end_token_id"],
+    ]
     assert tok.convert_ids_to_tokens(gen["eos_token_id"]) == ["<|im_end|>", "<|endoftext|>"]
     assert tok.eos_token_id == gen["eos_token_id"][0] and len(tok) <= real["text_config"]["vocab_size"]
     # the words of the prompt are Qwen2's BPE, unchanged
@@ -512,8 +588,14 @@ def test_left_padding_leaves_each_pages_logits_as_alone(arch, tiny_model_dir, ti
     # a page batched with a larger one is left-padded; what the model predicts for it must not change
     # (the Qwen3.5 linear-attention layers must ignore the padding too)
     profile, folder = ("chandra-1", tiny_model_dir) if "qwen3_vl" in arch else ("chandra-2", tiny_qwen35_dir)
-    eng = HFEngine(_profile() if profile == "chandra-1" else load_profile("chandra-2"), checkpoint=str(folder),
-                   device="cpu", dtype="fp32", batch_size=2, max_tokens=4)
+    eng = HFEngine(
+        _profile() if profile == "chandra-1" else load_profile("chandra-2"),
+        checkpoint=str(folder),
+        device="cpu",
+        dtype="fp32",
+        batch_size=2,
+        max_tokens=4,
+    )
     assert eng.model_type == ("qwen3_vl" if profile == "chandra-1" else "qwen3_5")
     small, large = _page(1, (64, 64)).image, _page(2, (96, 64)).image
 
@@ -531,8 +613,14 @@ def test_left_padding_leaves_each_pages_logits_as_alone(arch, tiny_model_dir, ti
 
 
 async def test_chandra2_architecture_runs_batches_end_to_end(tiny_qwen35_dir):
-    eng = HFEngine(load_profile("chandra-2").model_copy(update={"max_retries": 0}), checkpoint=str(tiny_qwen35_dir),
-                   device="cpu", batch_size=3, max_tokens=12, ignore_eos=True)
+    eng = HFEngine(
+        load_profile("chandra-2").model_copy(update={"max_retries": 0}),
+        checkpoint=str(tiny_qwen35_dir),
+        device="cpu",
+        batch_size=3,
+        max_tokens=12,
+        ignore_eos=True,
+    )
     try:
         pages = [_page(0, (64, 64)), _page(1, (96, 64)), _page(2, (64, 32))]
         results = await asyncio.gather(*(eng.ocr(p) for p in pages))
@@ -547,7 +635,8 @@ async def test_chandra2_architecture_runs_batches_end_to_end(tiny_qwen35_dir):
 
 @pytest.mark.parametrize("arch", ["qwen3_vl", "qwen3_5"])
 async def test_im_end_stops_an_answer_when_the_generation_config_names_only_endoftext(
-        arch, tiny_model_dir, tiny_qwen35_dir, tmp_path):
+    arch, tiny_model_dir, tiny_qwen35_dir, tmp_path
+):
     """Chandra 2's generation config ends answers at <|endoftext|> alone while the model closes its turn with
     <|im_end|>: as chandra-ocr 0.2.0's transformers path, the engine adds <|im_end|> to the stop ids generate() gets."""
     src = tiny_model_dir if arch == "qwen3_vl" else tiny_qwen35_dir
@@ -555,8 +644,10 @@ async def test_im_end_stops_an_answer_when_the_generation_config_names_only_endo
     shutil.copytree(src, folder)
     tok = transformers.AutoTokenizer.from_pretrained(src)
     im_end, endoftext = tok.convert_tokens_to_ids(["<|im_end|>", "<|endoftext|>"])
-    for name, key, value in [("generation_config.json", "eos_token_id", endoftext),
-                             ("tokenizer_config.json", "eos_token", "<|endoftext|>")]:
+    for name, key, value in [
+        ("generation_config.json", "eos_token_id", endoftext),
+        ("tokenizer_config.json", "eos_token", "<|endoftext|>"),
+    ]:
         data = json.loads((folder / name).read_text())
         data[key] = value
         (folder / name).write_text(json.dumps(data))

@@ -62,7 +62,7 @@ async def test_json_answer_matches_its_image_and_request_is_exact(standin):
     assert res.prompt_tokens == (64 // 32) * (96 // 32) + 400
     assert res.completion_tokens and res.completion_tokens > 50
     last = standin.stats()["last"]
-    assert last["prompt"] == profile.prompt                      # the prompt byte for byte
+    assert last["prompt"] == profile.prompt  # the prompt byte for byte
     assert last["prompt"].encode() == profile.prompt.encode()
     assert last["sha"] == sha(page) and last["image_mime"] == "image/png"
     assert last["stream"] is False
@@ -89,7 +89,7 @@ def test_request_body_shape_image_first_then_prompt():
         assert img["type"] == "image_url" and txt["type"] == "text"
         prefix = "data:image/png;base64,"
         assert img["image_url"]["url"].startswith(prefix)
-        assert base64.b64decode(img["image_url"]["url"][len(prefix):]) == page.png_bytes()
+        assert base64.b64decode(img["image_url"]["url"][len(prefix) :]) == page.png_bytes()
         assert txt["text"] == profile.prompt and "{bbox_scale}" not in txt["text"]
         assert (body["temperature"], body["top_p"], body["max_tokens"]) == (0.0, 0.1, 100)
 
@@ -234,7 +234,7 @@ async def test_context_overflow_lowers_max_tokens_then_learns(standin):
     assert first.ok and first.attempts == 2 and "too large" in first.extra["problems"][0]
     assert second.ok and second.attempts == 1
     st = standin.stats()
-    assert st["total_requests"] == 3            # the refused one, then one request per page
+    assert st["total_requests"] == 3  # the refused one, then one request per page
     assert [e["max_tokens"] for e in st["log"]] == [2000 - 406, 2000 - 406]
 
 
@@ -326,9 +326,9 @@ async def test_stream_retry_signals_restart_with_empty_delta(standin):
     pieces: list[str] = []
     res = await run_one(engine_for(standin, max_tokens=600), page, on_delta=pieces.append)
     assert res.ok and res.attempts == 3
-    assert pieces.count("") == 2                      # before attempt 2 and before attempt 3
+    assert pieces.count("") == 2  # before attempt 2 and before attempt 3
     last_restart = len(pieces) - 1 - pieces[::-1].index("")
-    assert "".join(pieces[last_restart + 1:]) == res.raw == expected_output(page.png_bytes())
+    assert "".join(pieces[last_restart + 1 :]) == res.raw == expected_output(page.png_bytes())
 
 
 async def test_failing_delta_callback_does_not_fail_the_page(standin):
@@ -345,7 +345,7 @@ async def test_failing_delta_callback_does_not_fail_the_page(standin):
 
 
 async def test_prompt_longer_than_context_fails_at_once(standin):
-    standin.control(max_model_len=300)       # the 64x96 page alone needs 406 tokens
+    standin.control(max_model_len=300)  # the 64x96 page alone needs 406 tokens
     res = await run_one(engine_for(standin), make_page(70))
     assert not res.ok and res.attempts == 1
     assert "HTTP 400" in res.error and "maximum context length is 300" in res.error

@@ -63,8 +63,7 @@ def gave_up() -> EngineResult:
 
 
 async def test_an_ok_answer_is_the_primarys_and_the_fallback_is_never_made():
-    eng, made = _wrap(_Scripted({0: EngineResult(raw="<p>a</p>", engine="model", finish_reason="stop")}),
-                      _Lite({}))
+    eng, made = _wrap(_Scripted({0: EngineResult(raw="<p>a</p>", engine="model", finish_reason="stop")}), _Lite({}))
     res = await eng.ocr(_page(0))
     assert res.raw == "<p>a</p>" and not res.rescued and made == []
     assert page_status(res) == ("ok", None)
@@ -101,15 +100,22 @@ async def test_a_fallback_that_raises_or_cannot_be_made_fails_the_page_not_the_r
 
 
 async def test_a_loop_keeps_the_models_text_and_brings_the_fallbacks_answer_along():
-    looped = EngineResult(raw="<p>before the loop</p>", engine="model", finish_reason="loop", attempts=7,
-                          error="still looped after 6 retries")
+    looped = EngineResult(
+        raw="<p>before the loop</p>",
+        engine="model",
+        finish_reason="loop",
+        attempts=7,
+        error="still looped after 6 retries",
+    )
     eng, _ = _wrap(_Scripted({0: looped}), _Lite({0: EngineResult(raw="<p>lite</p>", engine="lite")}))
     res = await eng.ocr(_page(0))
     assert res is looped and res.raw == "<p>before the loop</p>" and res.extra["fill_raw"] == "<p>lite</p>"
     assert page_status(res) == ("ok", "still looped after 6 retries")
     # the fallback failing too: the page keeps the model's text alone
-    eng, _ = _wrap(_Scripted({0: EngineResult(raw="x", finish_reason="loop", error="looped")}),
-                   _Lite({0: EngineResult(ok=False, error="no")}))
+    eng, _ = _wrap(
+        _Scripted({0: EngineResult(raw="x", finish_reason="loop", error="looped")}),
+        _Lite({0: EngineResult(ok=False, error="no")}),
+    )
     res = await eng.ocr(_page(0))
     assert "fill_raw" not in res.extra and page_status(res) == ("ok", "looped")
 
@@ -151,11 +157,14 @@ async def test_the_wrapper_stands_for_its_engine():
     assert await eng.check() is True and await eng.preflight() is None
 
 
-@pytest.mark.parametrize("res, want", [
-    (EngineResult(ok=True, finish_reason="stop", error="a retried problem"), ("ok", None)),
-    (EngineResult(ok=True, finish_reason="length"), ("ok", None)),
-    (EngineResult(ok=False, error="e"), ("failed", "e")),
-    (EngineResult(ok=True, rescued=True, error="model's"), ("fallback", "model's")),
-])
+@pytest.mark.parametrize(
+    "res, want",
+    [
+        (EngineResult(ok=True, finish_reason="stop", error="a retried problem"), ("ok", None)),
+        (EngineResult(ok=True, finish_reason="length"), ("ok", None)),
+        (EngineResult(ok=False, error="e"), ("failed", "e")),
+        (EngineResult(ok=True, rescued=True, error="model's"), ("fallback", "model's")),
+    ],
+)
 def test_page_status(res, want):
     assert page_status(res) == want

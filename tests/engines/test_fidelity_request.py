@@ -45,8 +45,9 @@ def _upstream_requests(cap: Capture, profile: str, path, pdf: bool, max_retries:
     up.settings.settings.VLLM_API_BASE = cap.url  # 0.1.8 reads it here; 0.2.0 takes vllm_api_base
     kwargs = {"vllm_api_base": cap.url} if up.version != "0.1.8" else {}
     n = len(cap.bodies)
-    out = up.vllm.generate_vllm([up.schema.BatchInputItem(image=images[0], prompt_type="ocr_layout")],
-                                max_retries=max_retries, **kwargs)
+    out = up.vllm.generate_vllm(
+        [up.schema.BatchInputItem(image=images[0], prompt_type="ocr_layout")], max_retries=max_retries, **kwargs
+    )
     assert len(out) == 1
     return cap.bodies[n:]
 

@@ -62,14 +62,23 @@ def pdf_page_input(path: Path, index: int, profile=PROFILE) -> PageInput:
     scale = max(profile.pdf_dpi / 72, profile.min_short_side / min(w, h))
     img = page.render(scale=scale).to_pil().convert("RGB")
     doc.close()
-    return PageInput(doc_id=path.stem, index=index, image=img, width=w, height=h, unit="pt",
-                     source_path=str(path), source_type="pdf")
+    return PageInput(
+        doc_id=path.stem, index=index, image=img, width=w, height=h, unit="pt", source_path=str(path), source_type="pdf"
+    )
 
 
 def image_page_input(path: Path) -> PageInput:
     img = Image.open(path).convert("RGB")
-    return PageInput(doc_id=path.stem, index=0, image=img, width=img.width, height=img.height, unit="px",
-                     source_path=str(path), source_type=path.suffix.lstrip(".").lower())
+    return PageInput(
+        doc_id=path.stem,
+        index=0,
+        image=img,
+        width=img.width,
+        height=img.height,
+        unit="px",
+        source_path=str(path),
+        source_type=path.suffix.lstrip(".").lower(),
+    )
 
 
 async def convert_pages(engine, pages: list[PageInput], profile=PROFILE) -> tuple[Document, list]:
@@ -79,8 +88,9 @@ async def convert_pages(engine, pages: list[PageInput], profile=PROFILE) -> tupl
         assert res.ok, res.error
         results.append(res)
         out.append(parse_output(res.raw, profile, (p.width, p.height), index=p.index, unit=p.unit))
-    doc = Document(source=Source(path=pages[0].source_path or "x", type=pages[0].source_type,
-                                 page_count=len(pages)), pages=out)
+    doc = Document(
+        source=Source(path=pages[0].source_path or "x", type=pages[0].source_type, page_count=len(pages)), pages=out
+    )
     return doc, results
 
 
@@ -160,7 +170,7 @@ async def test_chandra2_profile_space_boxes(docs):
     prof = load_profile("chandra-2")
     page = pdf_page_input(docs["pdf"], 0, prof)
     raw = lite_raw_for(page, prof)
-    assert re.search(r'data-bbox="\d+ \d+ \d+ \d+"', raw) and "data-bbox=\"[" not in raw
+    assert re.search(r'data-bbox="\d+ \d+ \d+ \d+"', raw) and 'data-bbox="[' not in raw
     assert max(int(v) for v in re.findall(r'data-bbox="([\d ]+)"', raw)[0].split()) <= 1000
     parsed = parse_output(raw, prof, (page.width, page.height))
     assert any(b.label == "Section-Header" for b in parsed.blocks)
@@ -205,18 +215,25 @@ async def test_scanned_png_and_tiff(engine, docs):
 
 
 async def test_engine_never_raises(engine, tmp_path):
-    bad = PageInput(doc_id="x", index=0, image=Image.new("RGB", (64, 64), "white"), width=64, height=64,
-                    source_path=str(tmp_path / "missing.pdf"), source_type="pdf")
+    bad = PageInput(
+        doc_id="x",
+        index=0,
+        image=Image.new("RGB", (64, 64), "white"),
+        width=64,
+        height=64,
+        source_path=str(tmp_path / "missing.pdf"),
+        source_type="pdf",
+    )
     res = await engine.ocr(bad)
     assert not res.ok and res.error and "missing.pdf" in res.error and res.engine == "lite"
     notpdf = tmp_path / "junk.pdf"
     notpdf.write_bytes(b"not a pdf at all")
-    res = await engine.ocr(PageInput(doc_id="j", index=0, image=bad.image, width=64, height=64,
-                                     source_path=str(notpdf), source_type="pdf"))
+    res = await engine.ocr(
+        PageInput(doc_id="j", index=0, image=bad.image, width=64, height=64, source_path=str(notpdf), source_type="pdf")
+    )
     assert not res.ok and res.error
     # the pool still works afterwards
-    blank = await engine.ocr(PageInput(doc_id="b", index=0, image=bad.image, width=64, height=64,
-                                       source_type="png"))
+    blank = await engine.ocr(PageInput(doc_id="b", index=0, image=bad.image, width=64, height=64, source_type="png"))
     assert blank.ok and blank.raw == ""
 
 

@@ -42,8 +42,15 @@ def _paragraph(c, lines: list[str], x: float = 72, y: float = 700, size: float =
 
 
 def _raw(path: Path, index: int = 0) -> str:
-    page = PageInput(doc_id=path.stem, index=index, image=Image.new("RGB", (8, 8), "white"), width=W, height=H,
-                     source_path=str(path), source_type="pdf")
+    page = PageInput(
+        doc_id=path.stem,
+        index=index,
+        image=Image.new("RGB", (8, 8), "white"),
+        width=W,
+        height=H,
+        source_path=str(path),
+        source_type="pdf",
+    )
     return lite_raw_for(page, PROFILE)
 
 
@@ -180,7 +187,7 @@ def _report_pages(path: Path, pages: int = 4) -> None:
         # set at the top like body text, no gap: only the other pages show it is a running head
         c.drawString(72, 700, "Delta Survey Quarterly Review, issue four")
         opening = ["Spring", "Summer", "Autumn", "Winter"][p % 4]
-        body = BODY[p % 4:] + BODY[:p % 4]  # each page its own text
+        body = BODY[p % 4 :] + BODY[: p % 4]  # each page its own text
         _paragraph(c, [f"{opening} brings its own changes to the channels of the river."] + body, y=685)
         c.setFont("Helvetica", 9)
         c.drawString(72, 100, f"Confidential draft, section {p + 1} of {pages}")
@@ -218,7 +225,14 @@ def test_running_lines_need_the_other_pages(tmp_path):
 def test_hyphenated_line_ends_are_joined(tmp_path):
     path = tmp_path / "hyph.pdf"
     c = _canvas(path)
-    _paragraph(c, ["The council voted for the replace-", "ment of the old bridge over the river", "before the winter floods arrive."])
+    _paragraph(
+        c,
+        [
+            "The council voted for the replace-",
+            "ment of the old bridge over the river",
+            "before the winter floods arrive.",
+        ],
+    )
     c.showPage()
     c.save()
     md, _ = _md(path)
@@ -249,10 +263,22 @@ def test_spacing_accents_are_composed(tmp_path):
 
 def test_two_columns_are_read_column_by_column(tmp_path):
     path = tmp_path / "cols.pdf"
-    left = ["Left column starts here and it", "keeps going with its first", "paragraph of plain text.", "",
-            "Its second paragraph is set", "also on the left side."]
-    right = ["Right column text begins with", "another paragraph that then", "reads on in the same way.", "",
-             "And the right side has a", "second paragraph too."]
+    left = [
+        "Left column starts here and it",
+        "keeps going with its first",
+        "paragraph of plain text.",
+        "",
+        "Its second paragraph is set",
+        "also on the left side.",
+    ]
+    right = [
+        "Right column text begins with",
+        "another paragraph that then",
+        "reads on in the same way.",
+        "",
+        "And the right side has a",
+        "second paragraph too.",
+    ]
     c = _canvas(path)
     c.setFont("Helvetica", 11)
     for col, x in ((left, 72), (right, 330)):
@@ -310,7 +336,9 @@ def test_rotated_page_is_rendered_upright_for_ocr(tmp_path):
 
     path = tmp_path / "rot_ocr.pdf"
     _big_text_pdf(path, 90)
-    page = PageInput(doc_id="r", index=0, image=Image.new("RGB", (8, 8), "white"), source_path=str(path), source_type="pdf")
+    page = PageInput(
+        doc_id="r", index=0, image=Image.new("RGB", (8, 8), "white"), source_path=str(path), source_type="pdf"
+    )
     raw = lite_raw_for(page, PROFILE, ocr="always")
     parsed = parse_output(raw, PROFILE, (W, H), index=0)
     md = render_markdown(Document(source=Source(path=str(path), type="pdf", page_count=1), pages=[parsed]))
@@ -329,8 +357,16 @@ def test_sideways_scan_is_turned_upright(tmp_path):
     doc.close()
     png = tmp_path / "sideways.png"
     img.save(png)
-    page = PageInput(doc_id="s", index=0, image=img, width=img.width, height=img.height, unit="px",
-                     source_path=str(png), source_type="png")
+    page = PageInput(
+        doc_id="s",
+        index=0,
+        image=img,
+        width=img.width,
+        height=img.height,
+        unit="px",
+        source_path=str(png),
+        source_type="png",
+    )
     raw = lite_raw_for(page, PROFILE)
     parsed = parse_output(raw, PROFILE, (img.width, img.height), index=0)
     md = render_markdown(Document(source=Source(path=str(png), type="png", page_count=1), pages=[parsed]))
@@ -351,8 +387,12 @@ def _list_scan(path, bullets: bool):
     d.text((120, 120), "Meeting notes", font=fb, fill="black")
     d.text((120, 220), "Things to bring to the meeting on Monday morning:", font=f, fill="black")
     y = 300
-    for item in ["the signed contract copies", "two laptops with chargers", "printed agenda for everyone",
-                 "the budget spreadsheet"]:
+    for item in [
+        "the signed contract copies",
+        "two laptops with chargers",
+        "printed agenda for everyone",
+        "the budget spreadsheet",
+    ]:
         if bullets:
             d.ellipse((140, y + 12, 156, y + 28), fill="black")
         d.text((180, y), item, font=f, fill="black")

@@ -13,8 +13,10 @@ from reportlab.pdfgen import canvas
 from ocrserve.engines.lite.layout import build_blocks, reading_order
 from ocrserve.ingest.pdf.textlayer import Line, analyze_page, text_quality
 
-WORDS = ("the river carries fine sand toward the sea and the delta grows a little every year while "
-         "engineers measure the flow at many stations along the main channel").split()
+WORDS = (
+    "the river carries fine sand toward the sea and the delta grows a little every year while "
+    "engineers measure the flow at many stations along the main channel"
+).split()
 
 
 def _sentence(rng: random.Random, n: int = 9) -> str:
@@ -31,7 +33,9 @@ def _scan_image(w: int = 600, h: int = 800) -> ImageReader:
     return ImageReader(Image.fromarray(a).convert("RGB"))
 
 
-def _pdf(path, lines: list[str], *, mode: int = 0, image: tuple[float, float, float, float] | None = None) -> pdfium.PdfPage:
+def _pdf(
+    path, lines: list[str], *, mode: int = 0, image: tuple[float, float, float, float] | None = None
+) -> pdfium.PdfPage:
     c = canvas.Canvas(str(path), pagesize=(400, 500))
     if image:
         c.drawImage(_scan_image(), *image)
@@ -122,9 +126,11 @@ def test_blocks_headings_lists_and_tables():
         Line("and its second line.", 40, 92, 160, 103, size=9),
         Line("\u2022 first item", 40, 120, 150, 131, size=9),
         Line("\u2022 second item", 40, 133, 160, 144, size=9),
-        *[Line(t, x, y, x + 40, y + 11, size=9) for y, row in ((170, ("Name", "Qty", "Cost")), (184, ("Bolt", "4", "1.20")),
-                                                                 (198, ("Nut", "9", "0.40")))
-          for x, t in zip((40, 160, 280), row)],
+        *[
+            Line(t, x, y, x + 40, y + 11, size=9)
+            for y, row in ((170, ("Name", "Qty", "Cost")), (184, ("Bolt", "4", "1.20")), (198, ("Nut", "9", "0.40")))
+            for x, t in zip((40, 160, 280), row)
+        ],
     ]
     blocks = build_blocks(lines, 500, 700)
     labels = [b.label for b in blocks]

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from ocrserve.engines.lite import engine as lite
 from ocrserve.engines.base import PageInput
+from ocrserve.engines.lite import engine as lite
 from ocrserve.engines.lite.engine import LiteEngine
 from ocrserve.profiles import load_profile
 

@@ -57,13 +57,15 @@ def test_every_engine_name_is_registered():
 
 def test_engine_modules_load_when_asked_and_never_import_heavy_libraries():
     # `import ocrserve.engines` imports no engine module; reading every contract imports no torch or vllm
-    code = ("import sys, ocrserve.engines as e\n"
-            "assert not any(m in sys.modules for m in ('ocrserve.engines.hf', 'ocrserve.engines.vllm',"
-            " 'ocrserve.engines.openai', 'ocrserve.engines.lite.engine')), sorted(sys.modules)\n"
-            "e.option_names()\n"
-            "assert [c.name for c in e.engine_classes()] == ['lite', 'openai', 'hf', 'vllm']\n"
-            "heavy = [m for m in ('torch', 'transformers', 'vllm') if m in sys.modules]\n"
-            "assert not heavy, heavy\n")
+    code = (
+        "import sys, ocrserve.engines as e\n"
+        "assert not any(m in sys.modules for m in ('ocrserve.engines.hf', 'ocrserve.engines.vllm',"
+        " 'ocrserve.engines.openai', 'ocrserve.engines.lite.engine')), sorted(sys.modules)\n"
+        "e.option_names()\n"
+        "assert [c.name for c in e.engine_classes()] == ['lite', 'openai', 'hf', 'vllm']\n"
+        "heavy = [m for m in ('torch', 'transformers', 'vllm') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
 
@@ -135,8 +137,11 @@ def test_vllm_is_built_by_create_engine():
 
 
 def test_an_option_the_engine_does_not_take_is_an_error_naming_it_and_those_it_takes():
-    with pytest.raises(EngineError, match=r"engine 'lite' does not take option\(s\) 'checkpoint' \(it takes: "
-                                          r"mp_start, ocr, timeout, trust_invisible, warm, workers\)"):
+    with pytest.raises(
+        EngineError,
+        match=r"engine 'lite' does not take option\(s\) 'checkpoint' \(it takes: "
+        r"mp_start, ocr, timeout, trust_invisible, warm, workers\)",
+    ):
         create_engine("lite", PROFILE, checkpoint="some/model")
     with pytest.raises(EngineError, match=r"engine 'openai' does not take option\(s\) 'device'"):
         create_engine("openai", PROFILE, server="h:8000", device="cpu")
@@ -172,16 +177,32 @@ def test_pipeline_options_and_unset_options_are_dropped_where_not_taken():
 
 
 def test_create_engine_fills_unset_options_from_settings_and_a_choice_wins():
-    s = Settings(lite_workers=3, request_timeout=9, mp_start="spawn", server="http://s:1", api_key="k",
-                 served_model="m", concurrency=6, max_connection_retries=1)
+    s = Settings(
+        lite_workers=3,
+        request_timeout=9,
+        mp_start="spawn",
+        server="http://s:1",
+        api_key="k",
+        served_model="m",
+        concurrency=6,
+        max_connection_retries=1,
+    )
     lite = resolve_options(LiteEngine, {}, s)
     assert (lite.workers, lite.timeout, lite.mp_start) == (3, 9, "spawn")
     assert resolve_options(LiteEngine, {"workers": 5, "timeout": 2}, s).model_dump(include={"workers", "timeout"}) == {
-        "workers": 5, "timeout": 2}
+        "workers": 5,
+        "timeout": 2,
+    }
     eng = create_engine(None, PROFILE, s)  # no name: the configured server makes it openai
     assert isinstance(eng, OpenAIEngine)
     assert (eng.base_url, eng.api_key, eng.served_model, eng.capacity(), eng.timeout, eng.max_connection_retries) == (
-        "http://s:1/v1", "k", "m", 6, 9.0, 1)
+        "http://s:1/v1",
+        "k",
+        "m",
+        6,
+        9.0,
+        1,
+    )
     # built directly, an engine takes its options' defaults and reads no Settings
     assert resolve_options(LiteEngine, {}).model_dump() == LiteEngine.Options().model_dump()
 
@@ -196,8 +217,12 @@ def test_each_engine_declares_its_options_by_its_model():
 def test_the_ray_engine_spec_builds_through_create_engine():
     from ocrserve.pipeline.ray_stages import EngineSpec
 
-    spec = EngineSpec(name="vllm", model=PROFILE, settings=Settings(),
-                      options={"llm": _FakeLLM(), "sampling_factory": dict, "concurrency": 8})
+    spec = EngineSpec(
+        name="vllm",
+        model=PROFILE,
+        settings=Settings(),
+        options={"llm": _FakeLLM(), "sampling_factory": dict, "concurrency": 8},
+    )
     assert isinstance(spec.build(PROFILE), VLLMEngine)
     bad = EngineSpec(name="lite", model=PROFILE, settings=Settings(), options={"checkpoint": "x"})
     with pytest.raises(EngineError, match="'checkpoint'"):

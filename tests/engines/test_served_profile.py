@@ -17,14 +17,17 @@ from tests.support import helpers
 from tests.support.capture import Capture
 
 
-@pytest.mark.parametrize("card,expected", [
-    ({"id": "chandra", "root": "datalab-to/chandra-ocr-2"}, "chandra-2"),
-    ({"id": "chandra", "root": "datalab-to/chandra"}, "chandra-1"),
-    ({"id": "x", "root": "/models/chandra-ocr-2/"}, "chandra-2"),
-    ({"id": "datalab-to/chandra"}, "chandra-1"),
-    ({"id": "chandra"}, None),              # upstream's served name for both: no guess
-    ({"id": "qwen", "root": "Qwen/Qwen3-VL-8B"}, None),
-])
+@pytest.mark.parametrize(
+    "card,expected",
+    [
+        ({"id": "chandra", "root": "datalab-to/chandra-ocr-2"}, "chandra-2"),
+        ({"id": "chandra", "root": "datalab-to/chandra"}, "chandra-1"),
+        ({"id": "x", "root": "/models/chandra-ocr-2/"}, "chandra-2"),
+        ({"id": "datalab-to/chandra"}, "chandra-1"),
+        ({"id": "chandra"}, None),  # upstream's served name for both: no guess
+        ({"id": "qwen", "root": "Qwen/Qwen3-VL-8B"}, None),
+    ],
+)
 def test_the_served_model_names_its_profile(card, expected):
     prof = served_profile(card)
     assert (prof.name if prof else None) == expected
@@ -48,13 +51,16 @@ def _preflight(cap: Capture, model):
     return asyncio.run(go())
 
 
-@pytest.mark.parametrize("root,chosen,expected", [
-    ("datalab-to/chandra", None, "chandra-1"),
-    ("datalab-to/chandra-ocr-2", None, "chandra-2"),
-    (None, None, "chandra-2"),               # an unknown model: the default
-    (None, "chandra-1", "chandra-1"),
-    ("datalab-to/chandra", "chandra-1", "chandra-1"),
-])
+@pytest.mark.parametrize(
+    "root,chosen,expected",
+    [
+        ("datalab-to/chandra", None, "chandra-1"),
+        ("datalab-to/chandra-ocr-2", None, "chandra-2"),
+        (None, None, "chandra-2"),  # an unknown model: the default
+        (None, "chandra-1", "chandra-1"),
+        ("datalab-to/chandra", "chandra-1", "chandra-1"),
+    ],
+)
 def test_the_profile_follows_the_server_unless_chosen(root, chosen, expected):
     cap = Capture(root=root)
     try:
@@ -66,13 +72,32 @@ def test_the_profile_follows_the_server_unless_chosen(root, chosen, expected):
 def test_a_chosen_profile_that_is_not_the_served_model_fails_before_any_page(tmp_path):
     cap = Capture(root="datalab-to/chandra")
     try:
-        with pytest.raises(EngineError, match=r"serves datalab-to/chandra \(chandra-1\), but the model profile is "
-                                              r"chandra-2: pass --model chandra-1"):
+        with pytest.raises(
+            EngineError,
+            match=r"serves datalab-to/chandra \(chandra-1\), but the model profile is "
+            r"chandra-2: pass --model chandra-1",
+        ):
             _preflight(cap, "chandra-2")
         pdf = helpers.text_pdf(tmp_path / "a.pdf", pages=2)
-        r = subprocess.run([sys.executable, "-m", "ocrserve", "convert", str(pdf), "-o", str(tmp_path / "out"),
-                            "--server", cap.url, "--model", "chandra-2", "-q"], capture_output=True, text=True,
-                           timeout=120)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ocrserve",
+                "convert",
+                str(pdf),
+                "-o",
+                str(tmp_path / "out"),
+                "--server",
+                cap.url,
+                "--model",
+                "chandra-2",
+                "-q",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.returncode != 0 and "pass --model chandra-1" in r.stderr
         assert cap.bodies == []  # no page was sent
         assert len(r.stderr.strip().splitlines()) <= 2, r.stderr
@@ -84,8 +109,23 @@ def test_convert_without_model_speaks_the_served_models_language(tmp_path):
     cap = Capture(root="datalab-to/chandra")
     try:
         pdf = helpers.text_pdf(tmp_path / "a.pdf", pages=1)
-        r = subprocess.run([sys.executable, "-m", "ocrserve", "convert", str(pdf), "-o", str(tmp_path / "out"),
-                            "--server", cap.url, "-q"], capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ocrserve",
+                "convert",
+                str(pdf),
+                "-o",
+                str(tmp_path / "out"),
+                "--server",
+                cap.url,
+                "-q",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.returncode == 0, r.stderr
         (body,) = cap.bodies
         from ocrserve.profiles import load_profile
@@ -104,9 +144,25 @@ def test_max_retries_caps_the_retries_of_a_looping_page(tmp_path):
     cap = Capture(GOOD + "<p>" + "and again " * 300, "length")
     try:
         pdf = helpers.text_pdf(tmp_path / "a.pdf", pages=1)
-        r = subprocess.run([sys.executable, "-m", "ocrserve", "convert", str(pdf), "-o", str(tmp_path / "out"),
-                            "--server", cap.url, "--max-retries", "2", "-q"], capture_output=True, text=True,
-                           timeout=120)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ocrserve",
+                "convert",
+                str(pdf),
+                "-o",
+                str(tmp_path / "out"),
+                "--server",
+                cap.url,
+                "--max-retries",
+                "2",
+                "-q",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.returncode == 0, r.stderr
         assert [b["temperature"] for b in cap.bodies] == [0.0, 0.2, 0.4]
         page = json.loads((tmp_path / "out" / "a" / "a.json").read_text())["pages"][0]

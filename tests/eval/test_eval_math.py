@@ -11,7 +11,6 @@ import pytest
 from ocrserve.eval.mathrender import ChromiumKatex, Glyph, Rendered, find_browser, same_rendering
 from ocrserve.eval.tests import parse_test
 
-
 _ids = iter(range(10**6))
 
 
@@ -41,8 +40,12 @@ def test_multi_char_spans_are_split_and_zero_width_dropped():
 
 
 def test_mathml_containment_shortcut():
-    ref = R(mathml="<math><semantics><mrow><mi>x</mi></mrow><annotation encoding='tex'>x</annotation></semantics></math>")
-    hyp = R(mathml="<math><semantics><mrow> <mi>y</mi><mrow><mi>x</mi></mrow></mrow><annotation encoding='tex'>zz</annotation></semantics></math>")
+    ref = R(
+        mathml="<math><semantics><mrow><mi>x</mi></mrow><annotation encoding='tex'>x</annotation></semantics></math>"
+    )
+    hyp = R(
+        mathml="<math><semantics><mrow> <mi>y</mi><mrow><mi>x</mi></mrow></mrow><annotation encoding='tex'>zz</annotation></semantics></math>"
+    )
     assert same_rendering(ref, hyp)
 
 
@@ -57,8 +60,15 @@ def katex():
 
 
 FORMULAS = [
-    r"\frac{a}{b}", r"\undefinedmacro{x", r"a^{2}+b^{2}=c^{2}", r"a^2 + b^2 = c^2", r"a^2 + b^2 = c^3",
-    r"\sin x", r"\operatorname{sin} x", r"a/b", r"\frac{b}{a}",
+    r"\frac{a}{b}",
+    r"\undefinedmacro{x",
+    r"a^{2}+b^{2}=c^{2}",
+    r"a^2 + b^2 = c^2",
+    r"a^2 + b^2 = c^3",
+    r"\sin x",
+    r"\operatorname{sin} x",
+    r"a/b",
+    r"\frac{b}{a}",
 ]
 
 
@@ -79,12 +89,12 @@ def test_katex_renders_and_reports_errors(katex):
 
 def test_math_test_with_rendering(katex):
     t = mk(r"a^{2}+b^{2}=c^{2}")
-    assert t.run(r"Pythagoras: $$a^{2}+b^{2}=c^{2}$$", katex).passed is True          # identical
-    assert t.run(r"Pythagoras: \[ a^2 + b^2 = c^2 \]", katex).passed is True          # same rendering
-    assert t.run(r"Pythagoras: \( a^2 + b^2 = c^3 \)", katex).passed is False         # near miss
+    assert t.run(r"Pythagoras: $$a^{2}+b^{2}=c^{2}$$", katex).passed is True  # identical
+    assert t.run(r"Pythagoras: \[ a^2 + b^2 = c^2 \]", katex).passed is True  # same rendering
+    assert t.run(r"Pythagoras: \( a^2 + b^2 = c^3 \)", katex).passed is False  # near miss
     assert t.run("no formulas at all", katex).passed is False
     sin = mk(r"\sin x")
-    assert sin.run(r"$\operatorname{sin} x$", katex).passed is True                 # glyph layout match
+    assert sin.run(r"$\operatorname{sin} x$", katex).passed is True  # glyph layout match
     frac = mk(r"\frac{a}{b}")
     assert frac.run(r"$a/b$", katex).passed is False
     assert frac.run(r"$\frac{b}{a}$", katex).passed is False

@@ -33,16 +33,22 @@ def bench_dir(tmp_path: Path) -> Path:
     _pdf(root / "pdfs" / "a.pdf", pages=2)
     _pdf(root / "pdfs" / "sub" / "b_pg3.pdf")
     _pdf(root / "pdfs" / "blank.pdf")
-    _jsonl(root / "one.jsonl", [
-        {"pdf": "a.pdf", "page": 1, "id": "a1", "type": "present", "text": "alpha"},
-        {"pdf": "a.pdf", "page": 2, "id": "a2", "type": "present", "text": "beta"},
-        {"pdf": "a.pdf", "page": 1, "id": "a3", "type": "order", "before": "alpha", "after": "gamma"},
-        {"pdf": "sub/b_pg3.pdf", "page": 1, "id": "b1", "type": "absent", "text": "footer"},
-    ])
-    _jsonl(root / "two.jsonl", [
-        {"pdf": "blank.pdf", "page": 1, "id": "blank", "type": "baseline", "max_length": 5},
-        {"pdf": "a.pdf", "page": 1, "id": "m1", "type": "math", "math": "x^{2}"},
-    ])
+    _jsonl(
+        root / "one.jsonl",
+        [
+            {"pdf": "a.pdf", "page": 1, "id": "a1", "type": "present", "text": "alpha"},
+            {"pdf": "a.pdf", "page": 2, "id": "a2", "type": "present", "text": "beta"},
+            {"pdf": "a.pdf", "page": 1, "id": "a3", "type": "order", "before": "alpha", "after": "gamma"},
+            {"pdf": "sub/b_pg3.pdf", "page": 1, "id": "b1", "type": "absent", "text": "footer"},
+        ],
+    )
+    _jsonl(
+        root / "two.jsonl",
+        [
+            {"pdf": "blank.pdf", "page": 1, "id": "blank", "type": "baseline", "max_length": 5},
+            {"pdf": "a.pdf", "page": 1, "id": "m1", "type": "math", "math": "x^{2}"},
+        ],
+    )
     return root
 
 
@@ -68,7 +74,7 @@ def test_load_bench_adds_default_baselines(bench_dir: Path):
     ids = [t.id for t in bench.tests]
     assert ids[:6] == ["a1", "a2", "a3", "b1", "blank", "m1"]
     # a.pdf and sub/b_pg3.pdf have no baseline test -> default ones in the "baseline" group
-    assert {i for i in ids[6:]} == {"a.pdf_baseline", "sub/b_pg3.pdf_baseline"}
+    assert set(ids[6:]) == {"a.pdf_baseline", "sub/b_pg3.pdf_baseline"}
     assert bench.group_of["a.pdf_baseline"] == "baseline"
     assert bench.groups == ["one.jsonl", "two.jsonl", "baseline"]
     assert load_bench(bench_dir, skip_baseline=True).tests[-1].id == "m1"
@@ -81,14 +87,23 @@ def test_bad_bench_input_names_file_and_line(bench_dir: Path):
     (bench_dir / "bad.jsonl").write_text("{not json\n")
     with pytest.raises(BenchError, match=r"bad.jsonl:1: not valid JSON"):
         load_bench(bench_dir)
-    (bench_dir / "bad.jsonl").write_text(json.dumps({"pdf": "a.pdf", "page": 1, "id": "a1", "type": "present", "text": "z"}))
+    (bench_dir / "bad.jsonl").write_text(
+        json.dumps({"pdf": "a.pdf", "page": 1, "id": "a1", "type": "present", "text": "z"})
+    )
     with pytest.raises(BenchError, match="duplicate test id 'a1'"):
         load_bench(bench_dir)
 
 
 def test_candidate_file_matching(tmp_path: Path):
-    for rel in ["a_pg1_repeat1.md", "a_pg1_repeat2.md", "a_pg10_repeat1.md", "ab_pg1_repeat1.md",
-                "sub/b_pg3_pg1_repeat1.md", "b_pg3_pg1_repeat1.md", "a_pg1_repeat1.txt"]:
+    for rel in [
+        "a_pg1_repeat1.md",
+        "a_pg1_repeat2.md",
+        "a_pg10_repeat1.md",
+        "ab_pg1_repeat1.md",
+        "sub/b_pg3_pg1_repeat1.md",
+        "b_pg3_pg1_repeat1.md",
+        "a_pg1_repeat1.txt",
+    ]:
         _write(tmp_path, rel, "")
     files = candidate_files(tmp_path, ["a.pdf", "sub/b_pg3.pdf"])
     assert [p.name for p in files[("a.pdf", 1)]] == ["a_pg1_repeat1.md", "a_pg1_repeat2.md"]
@@ -152,8 +167,20 @@ def test_cli_eval_writes_reports(bench_dir: Path, tmp_path: Path):
     _write(cand, "sub/b_pg3_pg1_repeat1.md", "text")
     _write(cand, "blank_pg1_repeat1.md", "")
     out_json, out_md = tmp_path / "r" / "e.json", tmp_path / "r" / "e.md"
-    result = CliRunner().invoke(_cli(), ["eval", str(bench_dir), "--candidate", str(cand), "--json", str(out_json),
-                                         "--report", str(out_md), "--no-math"])
+    result = CliRunner().invoke(
+        _cli(),
+        [
+            "eval",
+            str(bench_dir),
+            "--candidate",
+            str(cand),
+            "--json",
+            str(out_json),
+            "--report",
+            str(out_md),
+            "--no-math",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "Overall: 100.0%" in result.output and "incomplete: 1 skipped" in result.output
     data = json.loads(out_json.read_text())
@@ -191,17 +218,44 @@ def test_cli_run_converts_then_scores(bench_dir: Path, tmp_path: Path, monkeypat
             body = {1: "alpha gamma", 2: "beta"} if Path(p).name == "a.pdf" else {1: "text"}
             if Path(p).name == "blank.pdf":
                 body = {1: ""}
-            pgs = [Page(index=n - 1, width=200, height=200, blocks=[
-                Block(index=0, label="Page-Header", bbox=[0, 0, 1, 1], bbox_norm=[0, 0, 1, 1], html="", markdown="footer"),
-                Block(index=1, label="Text", bbox=[0, 0, 1, 1], bbox_norm=[0, 0, 1, 1], html="", markdown=body[n]),
-            ]) for n in want]
+            pgs = [
+                Page(
+                    index=n - 1,
+                    width=200,
+                    height=200,
+                    blocks=[
+                        Block(
+                            index=0,
+                            label="Page-Header",
+                            bbox=[0, 0, 1, 1],
+                            bbox_norm=[0, 0, 1, 1],
+                            html="",
+                            markdown="footer",
+                        ),
+                        Block(
+                            index=1, label="Text", bbox=[0, 0, 1, 1], bbox_norm=[0, 0, 1, 1], html="", markdown=body[n]
+                        ),
+                    ],
+                )
+                for n in want
+            ]
             docs.append(Document(source=Source(path=str(p), type="pdf", page_count=2), pages=pgs))
         return docs
 
     monkeypatch.setattr(ocrserve, "convert", fake_convert)
     cand = tmp_path / "lite"
-    args = ["eval", str(bench_dir), "--candidate", str(cand), "--run", "--engine", "lite", "--no-math",
-            "--json", str(tmp_path / "e.json")]
+    args = [
+        "eval",
+        str(bench_dir),
+        "--candidate",
+        str(cand),
+        "--run",
+        "--engine",
+        "lite",
+        "--no-math",
+        "--json",
+        str(tmp_path / "e.json"),
+    ]
     result = CliRunner().invoke(_cli(), args)
     assert result.exit_code == 0, result.output
     assert (cand / "a_pg2_repeat1.md").read_text().strip() == "beta"

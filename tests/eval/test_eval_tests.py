@@ -17,21 +17,26 @@ def mk(**kw):
 
 # ------------------------------------------------------------------------------ normalization
 
-@pytest.mark.parametrize("raw, want", [
-    ("a<br>b<br/>c", "a b c"),
-    ("**bold** and __also__", "bold and also"),
-    ("<b>x</b> <i>y</i>", "x y"),
-    ("*it* and _it_", "it and it"),
-    ("snake_case_name", "snakecasename"),
-    ("a \n\t  b", "a b"),
-    ("\u201cq\u201d \u2018s\u2019 \u2013 \u2014 \u2212 \u00b5", "\"q\" 's' - - - \u03bc"),
-    ("e\u0301", "\u00e9"),
-])
+
+@pytest.mark.parametrize(
+    "raw, want",
+    [
+        ("a<br>b<br/>c", "a b c"),
+        ("**bold** and __also__", "bold and also"),
+        ("<b>x</b> <i>y</i>", "x y"),
+        ("*it* and _it_", "it and it"),
+        ("snake_case_name", "snakecasename"),
+        ("a \n\t  b", "a b"),
+        ("\u201cq\u201d \u2018s\u2019 \u2013 \u2014 \u2212 \u00b5", "\"q\" 's' - - - \u03bc"),
+        ("e\u0301", "\u00e9"),
+    ],
+)
 def test_normalize(raw, want):
     assert normalize_text(raw) == want
 
 
 # ------------------------------------------------------------------------------ present / absent
+
 
 def test_present_exact_and_missing():
     t = mk(type="present", text="Hello world")
@@ -43,11 +48,11 @@ def test_present_threshold_both_sides():
     # text of 20 chars, max_diffs=1 -> threshold 0.95
     text = "abcdefghijklmnopqrst"
     t = mk(type="present", text=text, max_diffs=1)
-    one_sub = "xx abcdefghijXlmnopqrst yy"      # 1 substitution: ratio 0.95 >= 0.95
-    two_sub = "xx abcdefghijXlmnopqrsX yy"      # 2 substitutions: ratio 0.90 < 0.95
+    one_sub = "xx abcdefghijXlmnopqrst yy"  # 1 substitution: ratio 0.95 >= 0.95
+    two_sub = "xx abcdefghijXlmnopqrsX yy"  # 2 substitutions: ratio 0.90 < 0.95
     assert t.run(one_sub).passed is True
     assert t.run(two_sub).passed is False
-    strict = mk(type="present", text=text)      # max_diffs=0 -> exact
+    strict = mk(type="present", text=text)  # max_diffs=0 -> exact
     assert strict.run(one_sub).passed is False
     assert strict.run("zz" + text + "zz").passed is True
 
@@ -55,8 +60,8 @@ def test_present_threshold_both_sides():
 def test_absent_threshold_both_sides():
     text = "abcdefghijklmnopqrst"
     t = mk(type="absent", text=text, max_diffs=1)
-    assert t.run("xx abcdefghijXlmnopqrst yy").passed is False   # close enough to count as present
-    assert t.run("xx abcdefghijXlmnopqrsX yy").passed is True    # two edits away: absent
+    assert t.run("xx abcdefghijXlmnopqrst yy").passed is False  # close enough to count as present
+    assert t.run("xx abcdefghijXlmnopqrsX yy").passed is True  # two edits away: absent
 
 
 def test_case_sensitivity():
@@ -94,6 +99,7 @@ def test_found_is_reported():
 
 # ------------------------------------------------------------------------------ order
 
+
 def test_order_basic():
     t = mk(type="order", before="first part", after="second part")
     assert t.run("first part ... second part").passed is True
@@ -108,8 +114,8 @@ def test_order_any_pair_counts():
 
 def test_order_max_diffs_both_sides():
     t = mk(type="order", before="abcdefghij", after="klmnopqrst", max_diffs=1)
-    assert t.run("abcdeXghij then klmnopqrst").passed is True    # 1 edit: found
-    assert t.run("abXdeXghij then klmnopqrst").passed is False   # 2 edits: not found
+    assert t.run("abcdeXghij then klmnopqrst").passed is True  # 1 edit: found
+    assert t.run("abXdeXghij then klmnopqrst").passed is False  # 2 edits: not found
 
 
 def test_order_rejects_large_max_diffs():
@@ -171,7 +177,7 @@ def test_table_fuzzy_threshold_both_sides():
 def test_table_threshold_floor_is_half():
     content = "| h |\n|---|\n| abcd |\n"
     # max_diffs larger than the text: threshold is floored at 0.5
-    assert mk(type="table", cell="abXY", max_diffs=10).run(content).passed is True   # ratio 0.5
+    assert mk(type="table", cell="abXY", max_diffs=10).run(content).passed is True  # ratio 0.5
     assert mk(type="table", cell="aXYZ", max_diffs=10).run(content).passed is False  # ratio 0.25
 
 
@@ -182,14 +188,15 @@ def test_table_none_found():
 
 # ------------------------------------------------------------------------------ baseline
 
+
 def test_baseline_default():
     t = mk(type="baseline")
     assert t.run("Some normal text.").passed is True
     assert t.run("  \n ").passed is False
-    assert t.run("text " + "ab" * 31).passed is False       # "ab" repeated 31 times at the end
-    assert t.run("text " + "ab" * 30).passed is True        # 30 is allowed
-    assert t.run("Hello \u4e16\u754c").passed is False      # CJK
-    assert t.run("Hello \U0001f600").passed is False        # emoji
+    assert t.run("text " + "ab" * 31).passed is False  # "ab" repeated 31 times at the end
+    assert t.run("text " + "ab" * 30).passed is True  # 30 is allowed
+    assert t.run("Hello \u4e16\u754c").passed is False  # CJK
+    assert t.run("Hello \U0001f600").passed is False  # emoji
     assert t.run("Gr\u00fc\u00dfe \u0391\u03b2\u03b3 \u0416").passed is True  # Latin-1, Greek, Cyrillic allowed
     assert mk(type="baseline", check_disallowed_characters=False).run("Hello \u4e16").passed is True
 
@@ -211,6 +218,7 @@ def test_trailing_repeats():
 
 
 # ------------------------------------------------------------------------------ math (no browser)
+
 
 class NoBrowser:
     available = False
@@ -239,13 +247,17 @@ def test_extract_formulas():
 
 # ------------------------------------------------------------------------------ loading
 
-@pytest.mark.parametrize("bad, msg", [
-    ({"type": "present", "text": "   "}, "empty"),
-    ({"type": "present", "text": "x", "max_diffs": -1}, "max_diffs"),
-    ({"type": "present", "text": "x", "bogus": 1}, "bogus"),
-    ({"type": "nonsense"}, "unknown test type"),
-    ({"type": "math", "math": " "}, "empty"),
-])
+
+@pytest.mark.parametrize(
+    "bad, msg",
+    [
+        ({"type": "present", "text": "   "}, "empty"),
+        ({"type": "present", "text": "x", "max_diffs": -1}, "max_diffs"),
+        ({"type": "present", "text": "x", "bogus": 1}, "bogus"),
+        ({"type": "nonsense"}, "unknown test type"),
+        ({"type": "math", "math": " "}, "empty"),
+    ],
+)
 def test_bad_tests_are_rejected(bad, msg):
     with pytest.raises(ValueError, match=msg):
         mk(**bad)

@@ -87,7 +87,7 @@ def main(argv: list[str]) -> int:
     time.sleep(delay)
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             if self.path == "/health":
                 body = b""
             elif self.path == "/v1/models":

@@ -52,8 +52,8 @@ from pydantic import BaseModel, Field, field_validator
 log = logging.getLogger("standin")
 
 CHARS_PER_TOKEN = 4
-PROMPT_TEXT_TOKENS = 400          # the prompt's text, as the usage figure counts it
-PATCH = 32                        # patch 16 x spatial merge 2: one visual token per 32x32 pixels
+PROMPT_TEXT_TOKENS = 400  # the prompt's text, as the usage figure counts it
+PATCH = 32  # patch 16 x spatial merge 2: one visual token per 32x32 pixels
 STEPS = {"ok", "500", "503", "400", "429", "drop", "loop", "cutoff", "garbage"}
 
 
@@ -65,19 +65,19 @@ class StandInConfig(BaseModel):
 
     model_config = {"extra": "forbid"}
 
-    model: str = "chandra"                 # the served model name
-    root: str = "datalab-to/chandra"       # the checkpoint it stands in for (its answers are Chandra 1's)
-    max_model_len: int = 16384             # prompt + max_tokens above this: 400, as vLLM answers
-    api_key: str | None = None             # when set, requests need `Authorization: Bearer <key>`
-    delay_s: float = 0.0                   # latency before the first token of every answer
-    token_delay_s: float = 0.0             # per streamed chunk (and per chunk's worth, not streaming)
-    chunk_chars: int = 4                   # characters per streamed content delta (~ one token)
-    max_concurrency: int = 0               # simulated batch size: beyond it requests wait (0 = no limit)
-    retry_after: str | None = "0"          # Retry-After header sent with 429 and 503
-    hold_until_in_flight: int = 0          # hold each answer until this many requests are in flight
-    hold_timeout_s: float = 5.0            #   (or this long): tests of concurrency without timing
-    plans: dict[str, list[str]] = Field(default_factory=dict)   # sha256 prefix -> steps per attempt
-    default_plan: list[str] = Field(default_factory=list)        # for images no plan names
+    model: str = "chandra"  # the served model name
+    root: str = "datalab-to/chandra"  # the checkpoint it stands in for (its answers are Chandra 1's)
+    max_model_len: int = 16384  # prompt + max_tokens above this: 400, as vLLM answers
+    api_key: str | None = None  # when set, requests need `Authorization: Bearer <key>`
+    delay_s: float = 0.0  # latency before the first token of every answer
+    token_delay_s: float = 0.0  # per streamed chunk (and per chunk's worth, not streaming)
+    chunk_chars: int = 4  # characters per streamed content delta (~ one token)
+    max_concurrency: int = 0  # simulated batch size: beyond it requests wait (0 = no limit)
+    retry_after: str | None = "0"  # Retry-After header sent with 429 and 503
+    hold_until_in_flight: int = 0  # hold each answer until this many requests are in flight
+    hold_timeout_s: float = 5.0  #   (or this long): tests of concurrency without timing
+    plans: dict[str, list[str]] = Field(default_factory=dict)  # sha256 prefix -> steps per attempt
+    default_plan: list[str] = Field(default_factory=list)  # for images no plan names
 
     @field_validator("plans")
     @classmethod
@@ -119,12 +119,10 @@ def chandra_output(sha: str, width: int, height: int) -> str:
     """The stand-in's answer for an image: realistic Chandra-1 layout blocks, unique per image."""
     seed = bytes.fromhex(sha)
     paras = 1 + seed[0] % 3
-    blocks = [
-        f'<div data-bbox="[62, 40, 958, 88]" data-label="Section-Header"><h1>Page {sha[:12]}</h1></div>'
-    ]
+    blocks = [f'<div data-bbox="[62, 40, 958, 88]" data-label="Section-Header"><h1>Page {sha[:12]}</h1></div>']
     y = 102
     for i in range(paras):
-        text = _sentence(seed[i * 8:], 16) + " " + _sentence(seed[i * 8 + 3:], 12)
+        text = _sentence(seed[i * 8 :], 16) + " " + _sentence(seed[i * 8 + 3 :], 12)
         blocks.append(
             f'<div data-bbox="[62, {y}, 958, {y + 60}]" data-label="Text"><p>{text} '
             f"<b>{seed[i] % 50 + 1}%</b> for image {width}x{height}.</p></div>"
@@ -134,7 +132,7 @@ def chandra_output(sha: str, width: int, height: int) -> str:
         f'<div data-bbox="[62, {y}, 958, {y + 200}]" data-label="Table"><table>'
         "<tr><th>Quarter</th><th>Revenue</th><th>Margin</th></tr>"
         + "".join(
-            f"<tr><td>Q{q + 1}</td><td>{int.from_bytes(seed[q * 2:q * 2 + 2], 'big')}</td>"
+            f"<tr><td>Q{q + 1}</td><td>{int.from_bytes(seed[q * 2 : q * 2 + 2], 'big')}</td>"
             f"<td>{seed[20 + q] % 40}%</td></tr>"
             for q in range(4)
         )
@@ -168,9 +166,11 @@ def _filler(sha: str, start: int, need: int) -> str:
     out, i, size = [], start, 0
     seed = bytes.fromhex(sha)
     while size < need:
-        b = f'\n<div data-bbox="[62, 900, 958, 960]" data-label="Text"><p>Paragraph {i}: ' + _sentence(
-            seed[i % 24:] + seed, 14
-        ) + "</p></div>"
+        b = (
+            f'\n<div data-bbox="[62, 900, 958, 960]" data-label="Text"><p>Paragraph {i}: '
+            + _sentence(seed[i % 24 :] + seed, 14)
+            + "</p></div>"
+        )
         out.append(b)
         size += len(b)
         i += 1
@@ -191,7 +191,7 @@ def make_answer(step: str, sha: str, width: int, height: int, max_tokens: int, i
         text = ok[: min(cut, limit)]
         return text, "length"
     if step == "garbage":
-        text = "I am unable to read this page. " + " ".join(sha[i:i + 5] for i in range(0, 40, 5)) + " @@ ## %%"
+        text = "I am unable to read this page. " + " ".join(sha[i : i + 5] for i in range(0, 40, 5)) + " @@ ## %%"
         return text[:limit], "stop" if len(text) <= limit else "length"
     # ok
     if ignore_eos:
@@ -207,8 +207,14 @@ def make_answer(step: str, sha: str, width: int, height: int, max_tokens: int, i
 
 
 class HTTPError(Exception):
-    def __init__(self, status: int, message: str, type_: str = "BadRequestError", param: str | None = None,
-                 headers: dict[str, str] | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        type_: str = "BadRequestError",
+        param: str | None = None,
+        headers: dict[str, str] | None = None,
+    ):
         super().__init__(message)
         self.status, self.message, self.type, self.param = status, message, type_, param
         self.headers = headers or {}
@@ -229,7 +235,7 @@ class State:
         self.reset_stats()
         self.running = 0
         self.gate = asyncio.Condition()
-        self.wave = asyncio.Event()       # set when hold_until_in_flight requests are held
+        self.wave = asyncio.Event()  # set when hold_until_in_flight requests are held
         self.held = 0
         self.handlers: set[asyncio.Task] = set()
 
@@ -283,7 +289,7 @@ class State:
         wave = self.wave
         try:
             await asyncio.wait_for(wave.wait(), self.config.hold_timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             if wave is self.wave:
                 self.held -= 1
 
@@ -319,7 +325,12 @@ def validate_request(body: Any, cfg: StandInConfig) -> dict[str, Any]:
     img, txt = content
     if not isinstance(img, dict) or img.get("type") != "image_url" or not isinstance(img.get("image_url"), dict):
         raise HTTPError(400, "the first content part must be an image_url", param="messages")
-    if not isinstance(txt, dict) or txt.get("type") != "text" or not isinstance(txt.get("text"), str) or not txt["text"]:
+    if (
+        not isinstance(txt, dict)
+        or txt.get("type") != "text"
+        or not isinstance(txt.get("text"), str)
+        or not txt["text"]
+    ):
         raise HTTPError(400, "the second content part must be non-empty text", param="messages")
     url = img["image_url"].get("url")
     if not isinstance(url, str):
@@ -330,7 +341,7 @@ def validate_request(body: Any, cfg: StandInConfig) -> dict[str, Any]:
     else:
         raise HTTPError(400, "image_url.url must be a data:image/png or data:image/jpeg base64 URL", param="messages")
     try:
-        data = base64.b64decode(url[len(prefix):], validate=True)
+        data = base64.b64decode(url[len(prefix) :], validate=True)
     except (binascii.Error, ValueError) as e:
         raise HTTPError(400, f"invalid base64 image data: {e}", param="messages") from None
     from PIL import Image, UnidentifiedImageError
@@ -429,8 +440,13 @@ class App:
         self._check_auth(scope)
         cfg = self.state.config
         card = {
-            "id": cfg.model, "object": "model", "created": self.created, "owned_by": "vllm",
-            "root": cfg.root, "parent": None, "max_model_len": cfg.max_model_len,
+            "id": cfg.model,
+            "object": "model",
+            "created": self.created,
+            "owned_by": "vllm",
+            "root": cfg.root,
+            "parent": None,
+            "max_model_len": cfg.max_model_len,
         }
         await _respond(send, 200, json.dumps({"object": "list", "data": [card]}).encode())
 
@@ -503,11 +519,20 @@ class App:
             cfg = st.config
             req = validate_request(body, cfg)
             attempt, step = st.plan_step(req["sha"])
-            st.last = {"prompt": req["prompt"], "sampling": req["sampling"], "stream": req["stream"],
-                       "sha": req["sha"], "attempt": attempt, "step": step, "image_mime": req["image_mime"],
-                       "width": req["width"], "height": req["height"]}
-            st.log.append({"sha": req["sha"][:16], "attempt": attempt, "step": step, **req["sampling"],
-                           "stream": req["stream"]})
+            st.last = {
+                "prompt": req["prompt"],
+                "sampling": req["sampling"],
+                "stream": req["stream"],
+                "sha": req["sha"],
+                "attempt": attempt,
+                "step": step,
+                "image_mime": req["image_mime"],
+                "width": req["width"],
+                "height": req["height"],
+            }
+            st.log.append(
+                {"sha": req["sha"][:16], "attempt": attempt, "step": step, **req["sampling"], "stream": req["stream"]}
+            )
             await self.answer(req, step, send)
         finally:
             st.in_flight -= 1
@@ -518,16 +543,29 @@ class App:
         if step in ("500", "503", "400", "429"):
             status = int(step)
             headers = {"retry-after": cfg.retry_after} if status in (429, 503) and cfg.retry_after is not None else {}
-            msg = {500: "Internal Server Error (cue)", 503: "Service Unavailable (cue)",
-                   400: "Bad request (cue)", 429: "Too Many Requests (cue)"}[status]
+            msg = {
+                500: "Internal Server Error (cue)",
+                503: "Service Unavailable (cue)",
+                400: "Bad request (cue)",
+                429: "Too Many Requests (cue)",
+            }[status]
             raise HTTPError(status, msg, "BadRequestError" if status == 400 else "ServerError", headers=headers)
         content, finish = make_answer(
             "ok" if step.startswith("slow:") or step == "drop" else step,
-            req["sha"], req["width"], req["height"], req["max_tokens"], req["ignore_eos"],
+            req["sha"],
+            req["width"],
+            req["height"],
+            req["max_tokens"],
+            req["ignore_eos"],
         )
-        completion_tokens = req["max_tokens"] if finish == "length" else max(1, math.ceil(len(content) / CHARS_PER_TOKEN))
-        usage = {"prompt_tokens": req["prompt_tokens"], "completion_tokens": completion_tokens,
-                 "total_tokens": req["prompt_tokens"] + completion_tokens}
+        completion_tokens = (
+            req["max_tokens"] if finish == "length" else max(1, math.ceil(len(content) / CHARS_PER_TOKEN))
+        )
+        usage = {
+            "prompt_tokens": req["prompt_tokens"],
+            "completion_tokens": completion_tokens,
+            "total_tokens": req["prompt_tokens"] + completion_tokens,
+        }
         extra_delay = float(step[5:]) if step.startswith("slow:") else 0.0
         rid = "chatcmpl-" + uuid.uuid4().hex
         created = int(time.time())
@@ -542,16 +580,41 @@ class App:
                 n_chunks = math.ceil(len(content) / max(1, cfg.chunk_chars))
                 if cfg.token_delay_s:
                     await asyncio.sleep(cfg.token_delay_s * n_chunks)
-                payload = json.dumps({
-                    "id": rid, "object": "chat.completion", "created": created, "model": cfg.model,
-                    "choices": [{"index": 0, "message": {"role": "assistant", "content": content,
-                                                         "reasoning_content": None, "tool_calls": []},
-                                 "logprobs": None, "finish_reason": finish, "stop_reason": None}],
-                    "usage": usage, "prompt_logprobs": None,
-                }).encode()
+                payload = json.dumps(
+                    {
+                        "id": rid,
+                        "object": "chat.completion",
+                        "created": created,
+                        "model": cfg.model,
+                        "choices": [
+                            {
+                                "index": 0,
+                                "message": {
+                                    "role": "assistant",
+                                    "content": content,
+                                    "reasoning_content": None,
+                                    "tool_calls": [],
+                                },
+                                "logprobs": None,
+                                "finish_reason": finish,
+                                "stop_reason": None,
+                            }
+                        ],
+                        "usage": usage,
+                        "prompt_logprobs": None,
+                    }
+                ).encode()
                 if step == "drop":
-                    await send({"type": "http.response.start", "status": 200, "headers": [
-                        (b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})
+                    await send(
+                        {
+                            "type": "http.response.start",
+                            "status": 200,
+                            "headers": [
+                                (b"content-type", b"application/json"),
+                                (b"content-length", str(len(payload)).encode()),
+                            ],
+                        }
+                    )
                     await send({"type": "http.response.body", "body": payload[: len(payload) // 2], "more_body": True})
                     raise Dropped("connection dropped on cue")
                 await _respond(send, 200, payload)
@@ -563,8 +626,13 @@ class App:
 
     async def stream(self, req, step, send, content, finish, usage, rid, created) -> None:
         cfg = self.state.config
-        await send({"type": "http.response.start", "status": 200, "headers": [
-            (b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/event-stream; charset=utf-8"), (b"cache-control", b"no-cache")],
+            }
+        )
         head = json.dumps({"id": rid, "object": "chat.completion.chunk", "created": created, "model": cfg.model})[:-1]
 
         def event(delta: dict, finish_reason: str | None = None) -> bytes:
@@ -575,7 +643,7 @@ class App:
 
         events = [event({"role": "assistant", "content": ""})]
         size = max(1, cfg.chunk_chars)
-        pieces = [content[i:i + size] for i in range(0, len(content), size)]
+        pieces = [content[i : i + size] for i in range(0, len(content), size)]
         events += [event({"content": p}) for p in pieces]
         events.append(event({}, finish))
         if req["include_usage"]:
@@ -594,7 +662,7 @@ class App:
                 await send({"type": "http.response.body", "body": b"".join(events[:drop_at]), "more_body": True})
                 raise Dropped("connection dropped on cue")
             for i in range(0, len(events), 64):
-                await send({"type": "http.response.body", "body": b"".join(events[i:i + 64]), "more_body": True})
+                await send({"type": "http.response.body", "body": b"".join(events[i : i + 64]), "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
@@ -609,8 +677,9 @@ async def _read_body(receive) -> bytes:
             return b"".join(parts)
 
 
-async def _respond(send, status: int, body: bytes, content_type: str = "application/json",
-                   headers: dict[str, str] | None = None) -> None:
+async def _respond(
+    send, status: int, body: bytes, content_type: str = "application/json", headers: dict[str, str] | None = None
+) -> None:
     hdrs = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]
     hdrs += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": hdrs})
@@ -627,8 +696,9 @@ def serve(host: str, port: int, config: StandInConfig, announce=None) -> None:
     sock.listen(2048)
     sock.set_inheritable(True)
     actual = sock.getsockname()[1]
-    ucfg = uvicorn.Config(App(config), log_level="warning", access_log=False, lifespan="on",
-                          timeout_keep_alive=5, backlog=2048)
+    ucfg = uvicorn.Config(
+        App(config), log_level="warning", access_log=False, lifespan="on", timeout_keep_alive=5, backlog=2048
+    )
     server = uvicorn.Server(ucfg)
 
     async def main():
@@ -703,15 +773,16 @@ class StandIn:
                 self.proc.kill()
                 self.proc.wait(timeout=5)
 
-    def __enter__(self) -> "StandIn":
+    def __enter__(self) -> StandIn:
         return self
 
     def __exit__(self, *exc) -> None:
         self.stop()
 
 
-def start_standin(host: str = "127.0.0.1", port: int = 0, timeout: float = 30.0, log_path: str | None = None,
-                  **config: Any) -> StandIn:
+def start_standin(
+    host: str = "127.0.0.1", port: int = 0, timeout: float = 30.0, log_path: str | None = None, **config: Any
+) -> StandIn:
     """Start a stand-in process on a free port and wait until /health answers."""
     import httpx
 
@@ -720,8 +791,22 @@ def start_standin(host: str = "127.0.0.1", port: int = 0, timeout: float = 30.0,
     env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
     stderr = open(log_path, "ab") if log_path else subprocess.DEVNULL
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakes.standin", "--host", host, "--port", str(port), "--config", json.dumps(config)],
-        cwd=root, env=env, stdout=subprocess.PIPE, stderr=stderr, text=True,
+        [
+            sys.executable,
+            "-m",
+            "tests.fakes.standin",
+            "--host",
+            host,
+            "--port",
+            str(port),
+            "--config",
+            json.dumps(config),
+        ],
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
     )
     if log_path:
         stderr.close()

@@ -25,8 +25,16 @@ def png(i: int, size=(64, 64)) -> bytes:
 
 def body(image: bytes, *, mime="image/png", prompt="read", **extra) -> dict:
     url = f"data:{mime};base64," + base64.b64encode(image).decode()
-    return {"model": "chandra", "messages": [{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": prompt}]}], **extra}
+    return {
+        "model": "chandra",
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": prompt}],
+            }
+        ],
+        **extra,
+    }
 
 
 def post(s, payload, **kw) -> httpx.Response:
@@ -105,10 +113,14 @@ def test_stream_protocol(standin):
         (lambda b: b["messages"][0]["content"].reverse(), 400, "first content part"),
         (lambda b: b["messages"][0]["content"].pop(), 400, "[image_url, text]"),
         (lambda b: b["messages"][0]["content"][0]["image_url"].update(url="http://x/a.png"), 400, "data:image"),
-        (lambda b: b["messages"][0]["content"][0]["image_url"].update(url="data:image/png;base64,@@@"), 400,
-         "base64"),
-        (lambda b: b["messages"][0]["content"][0]["image_url"].update(
-            url="data:image/png;base64," + base64.b64encode(b"not an image").decode()), 400, "cannot identify"),
+        (lambda b: b["messages"][0]["content"][0]["image_url"].update(url="data:image/png;base64,@@@"), 400, "base64"),
+        (
+            lambda b: b["messages"][0]["content"][0]["image_url"].update(
+                url="data:image/png;base64," + base64.b64encode(b"not an image").decode()
+            ),
+            400,
+            "cannot identify",
+        ),
         (lambda b: b["messages"][0]["content"][1].update(text=""), 400, "non-empty text"),
         (lambda b: b.update(model="other"), 404, "does not exist"),
         (lambda b: b.update(max_tokens=16384), 400, "is too large: 16384"),

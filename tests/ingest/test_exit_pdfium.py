@@ -6,8 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.support import helpers
 from tests.cli.support import ROOT, _env
+from tests.support import helpers
 
 # pytest (like many programs) creates a weakref.finalize before pypdfium2 is imported: its exit hook then
 # runs after pypdfium2's, which finds the cached documents still open
@@ -28,7 +28,8 @@ print("done")
 
 def test_cached_pdfs_closed_quietly_at_exit(tmp_path):
     pdf = helpers.text_pdf(tmp_path / "t.pdf", pages=2)
-    r = subprocess.run([sys.executable, "-c", SCRIPT, str(pdf)], cwd=ROOT, env=_env(), capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(pdf)], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0 and r.stdout.strip() == "done", r.stderr
     assert "still open" not in r.stderr and "Cannot close" not in r.stderr, r.stderr

@@ -26,6 +26,7 @@ from tests.support.upstream import RELEASE, client
 
 PROFILES = ("chandra-1", "chandra-2")
 
+
 def _ours(path, profile):
     prof = load_profile(profile)
     info = open_source(str(path), None, 10**9)
@@ -44,10 +45,12 @@ def _upstream(path, profile, pdf):
 
 
 def _same(ours: np.ndarray, theirs: np.ndarray, what: str) -> None:
-    assert ours.shape == theirs.shape, f"{what}: ocrserve sends {ours.shape[1]}x{ours.shape[0]}, upstream " \
-                                       f"{theirs.shape[1]}x{theirs.shape[0]}"
-    assert np.array_equal(ours, theirs), f"{what}: same size, different pixels " \
-                                         f"(max diff {np.abs(ours.astype(int) - theirs.astype(int)).max()})"
+    assert ours.shape == theirs.shape, (
+        f"{what}: ocrserve sends {ours.shape[1]}x{ours.shape[0]}, upstream {theirs.shape[1]}x{theirs.shape[0]}"
+    )
+    assert np.array_equal(ours, theirs), (
+        f"{what}: same size, different pixels (max diff {np.abs(ours.astype(int) - theirs.astype(int)).max()})"
+    )
 
 
 @pytest.mark.parametrize("profile", PROFILES)
@@ -63,13 +66,20 @@ def test_pdf_pages_reach_the_model_as_upstream_sends_them(tmp_path, profile, kin
 # name: (size, mode, format) — scans at 150/200/300 dpi (Letter), screenshots, small images, long strips,
 # gray, CMYK, palette, alpha
 IMAGES = {
-    "scan-150dpi": ((1275, 1650), "RGB", "PNG"), "scan-200dpi": ((1700, 2200), "L", "PNG"),
-    "scan-300dpi": ((2550, 3300), "RGB", "JPEG"), "screenshot-1080p": ((1920, 1080), "RGB", "PNG"),
-    "screenshot-1440p": ((2560, 1440), "RGB", "WEBP"), "small-800x600": ((800, 600), "RGB", "PNG"),
-    "tiny-120x40": ((120, 40), "RGB", "PNG"), "strip-3000x200": ((3000, 200), "RGB", "PNG"),
-    "strip-300x6000": ((300, 6000), "RGB", "PNG"), "cmyk": ((1200, 1600), "CMYK", "JPEG"),
-    "palette": ((1000, 700), "P", "GIF"), "alpha": ((900, 1300), "RGBA", "PNG"),
-    "gray-alpha": ((1600, 1000), "LA", "PNG"), "bmp": ((1024, 768), "RGB", "BMP"),
+    "scan-150dpi": ((1275, 1650), "RGB", "PNG"),
+    "scan-200dpi": ((1700, 2200), "L", "PNG"),
+    "scan-300dpi": ((2550, 3300), "RGB", "JPEG"),
+    "screenshot-1080p": ((1920, 1080), "RGB", "PNG"),
+    "screenshot-1440p": ((2560, 1440), "RGB", "WEBP"),
+    "small-800x600": ((800, 600), "RGB", "PNG"),
+    "tiny-120x40": ((120, 40), "RGB", "PNG"),
+    "strip-3000x200": ((3000, 200), "RGB", "PNG"),
+    "strip-300x6000": ((300, 6000), "RGB", "PNG"),
+    "cmyk": ((1200, 1600), "CMYK", "JPEG"),
+    "palette": ((1000, 700), "P", "GIF"),
+    "alpha": ((900, 1300), "RGBA", "PNG"),
+    "gray-alpha": ((1600, 1000), "LA", "PNG"),
+    "bmp": ((1024, 768), "RGB", "BMP"),
 }
 
 

@@ -9,11 +9,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from ocrserve.ingest.raster import (
-    Budget, DocumentError, forget, image_target, open_source, pdf_target, render_page,
-)
-from ocrserve.ingest.sniff import sniff_bytes
 from ocrserve.ingest.naming import Occupant, path_hash
+from ocrserve.ingest.raster import Budget, DocumentError, forget, image_target, open_source, pdf_target, render_page
+from ocrserve.ingest.sniff import sniff_bytes
 from ocrserve.ingest.sources import InputError, expand_inputs, parse_page_ranges
 from ocrserve.profiles import load_profile
 from tests.support import helpers
@@ -31,9 +29,9 @@ def test_sniff_by_content_not_extension(tmp_path):
     assert sniff_bytes(b"") is None
 
 
-@pytest.mark.parametrize("spec,expected", [
-    ("1-3,5", [0, 1, 2, 4]), ("2", [1]), ("3-3, 1", [0, 2]), (None, None), ("", None),
-])
+@pytest.mark.parametrize(
+    "spec,expected", [("1-3,5", [0, 1, 2, 4]), ("2", [1]), ("3-3, 1", [0, 2]), (None, None), ("", None)]
+)
 def test_page_ranges(spec, expected):
     sel = parse_page_ranges(spec)
     assert (sel.indices(100) if sel is not None else None) == expected
@@ -61,7 +59,8 @@ def test_expand_folders_globs_stdin_and_unique_names(tmp_path):
     assert [s.name for s in srcs] == [f"x-{path_hash(tmp_path / 'b' / 'x.pdf')}", "x"]
     # names are stable across runs and input orders
     assert sorted(s.name for s in srcs) == sorted(
-        s.name for s in expand_inputs([tmp_path / "a" / "x.pdf", tmp_path / "b" / "x.pdf"]))
+        s.name for s in expand_inputs([tmp_path / "a" / "x.pdf", tmp_path / "b" / "x.pdf"])
+    )
     srcs = expand_inputs([str(tmp_path / "*" / "*.pdf")])
     assert len(srcs) == 2
     srcs = expand_inputs(["-"], stdin=_io.StringIO(f"{tmp_path / 'a' / 'scan.png'}\n\n"))
@@ -114,7 +113,10 @@ def test_tiff_every_frame(tmp_path):
     frames[0].save(p, save_all=True, append_images=frames[1:])
     info = open_source(str(p), None, 10**8)
     assert (info.type, info.page_count) == ("tiff", 3)
-    colors = [Image.open(io.BytesIO(render_page(str(p), "tiff", i, BUDGET, None, 10**8).png)).getpixel((5, 5)) for i in range(3)]
+    colors = [
+        Image.open(io.BytesIO(render_page(str(p), "tiff", i, BUDGET, None, 10**8).png)).getpixel((5, 5))
+        for i in range(3)
+    ]
     assert colors[0][0] > 200 and colors[1][1] > 100 and colors[2][2] > 200
 
 
@@ -123,14 +125,17 @@ def _write(path, data: bytes):
     return path
 
 
-@pytest.mark.parametrize("maker,reason", [
-    (lambda d: _write(d / "empty.pdf", b""), "empty file"),
-    (lambda d: _write(d / "text.pdf", b"just text"), "not a PDF"),
-    (lambda d: _write(d / "corrupt.pdf", b"%PDF-1.4\n garbage garbage"), "corrupt"),
-    (lambda d: helpers.encrypted_pdf(d / "enc.pdf"), "password"),
-    (lambda d: helpers.huge_png(d / "bomb.png"), "decompression-bomb"),
-    (lambda d: d / "missing.pdf", "no such file"),
-])
+@pytest.mark.parametrize(
+    "maker,reason",
+    [
+        (lambda d: _write(d / "empty.pdf", b""), "empty file"),
+        (lambda d: _write(d / "text.pdf", b"just text"), "not a PDF"),
+        (lambda d: _write(d / "corrupt.pdf", b"%PDF-1.4\n garbage garbage"), "corrupt"),
+        (lambda d: helpers.encrypted_pdf(d / "enc.pdf"), "password"),
+        (lambda d: helpers.huge_png(d / "bomb.png"), "decompression-bomb"),
+        (lambda d: d / "missing.pdf", "no such file"),
+    ],
+)
 def test_bad_documents_have_clear_reasons(tmp_path, maker, reason):
     path = maker(tmp_path)
     with pytest.raises(DocumentError, match=reason):
@@ -184,11 +189,14 @@ def test_a_name_does_not_depend_on_the_other_inputs(tmp_path):
     assert [s.name for s in expand_inputs([b, tmp_path / "a"])] == [hb, "report"]  # the input order does not matter
 
     def outputs(held: dict[str, object]):
-        return lambda name: (Occupant(True, str(held[name])) if isinstance(held.get(name), Path) else held.get(name))
+        return lambda name: Occupant(True, str(held[name])) if isinstance(held.get(name), Path) else held.get(name)
 
     # the output folder says who holds a name: b's document under "report" stays b's, a gets the hash
     held = {"report": b}
-    assert [s.name for s in expand_inputs([tmp_path / "a", b], occupant=outputs(held))] == [f"report-{path_hash(a)}", "report"]
+    assert [s.name for s in expand_inputs([tmp_path / "a", b], occupant=outputs(held))] == [
+        f"report-{path_hash(a)}",
+        "report",
+    ]
     # a file whose document is under its hashed name keeps it when converted alone
     held = {"report": a, hb: b}
     assert [s.name for s in expand_inputs([b], occupant=outputs(held))] == [hb]

@@ -22,7 +22,9 @@ SOFFICE = shutil.which("soffice") or shutil.which("libreoffice")
 
 @pytest.fixture
 def lo():
-    assert SOFFICE, "LibreOffice is not installed: apt-get install -y libreoffice-writer libreoffice-calc libreoffice-impress"
+    assert SOFFICE, (
+        "LibreOffice is not installed: apt-get install -y libreoffice-writer libreoffice-calc libreoffice-impress"
+    )
     return SOFFICE
 
 
@@ -68,10 +70,15 @@ def test_convert_a_folder_of_office_files_and_pdfs(lo, tmp_path):
     r = cli("convert", str(src), "-o", str(out), "--format", "md,json,pdf")
     assert r.returncode == 1, r.stdout + r.stderr  # one document failed, alone
     assert "broken.docx: corrupt DOCX: not a readable zip archive" in r.stderr
-    expect = {"report": ("pdf", "Report page 1"), "contract": ("docx", "Contract Alpha"),
-              "prices": ("xlsx", "Widget"), "slides": ("pptx", "Quarterly Review"),
-              "memo": ("odt", "OpenDocument memo"), "letter": ("rtf", "rich text letter"),
-              "page": ("html", "Hello HTML")}
+    expect = {
+        "report": ("pdf", "Report page 1"),
+        "contract": ("docx", "Contract Alpha"),
+        "prices": ("xlsx", "Widget"),
+        "slides": ("pptx", "Quarterly Review"),
+        "memo": ("odt", "OpenDocument memo"),
+        "letter": ("rtf", "rich text letter"),
+        "page": ("html", "Hello HTML"),
+    }
     for name, (kind, text) in expect.items():
         md = (out / name / f"{name}.md").read_text(encoding="utf-8")
         assert text in md, (name, md)
@@ -99,7 +106,9 @@ def test_missing_libreoffice_is_one_line_naming_the_package(tmp_path, monkeypatc
     r = cli("convert", str(src), "-o", str(tmp_path / "out"))
     assert r.returncode == 1, r.stdout + r.stderr
     lines = [ln for ln in r.stderr.splitlines() if "contract.docx:" in ln and "failed" not in ln]
-    assert lines == [f"  {src / 'contract.docx'}: DOCX files need LibreOffice, which is not installed "
-                     "(no soffice on PATH): install the Debian package libreoffice-writer"], r.stderr
+    assert lines == [
+        f"  {src / 'contract.docx'}: DOCX files need LibreOffice, which is not installed "
+        "(no soffice on PATH): install the Debian package libreoffice-writer"
+    ], r.stderr
     assert "prices.xlsx: XLSX files need LibreOffice" in r.stderr and "libreoffice-calc" in r.stderr
     assert (tmp_path / "out" / "report" / "report.md").is_file()  # the PDF is converted all the same

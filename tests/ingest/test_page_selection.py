@@ -50,12 +50,15 @@ def test_too_many_ranges_is_a_clear_error():
         parse_page_ranges(spec)
 
 
-@pytest.mark.parametrize("bad,why", [
-    ("1-2000000", "page numbers above 1,000,000"),
-    ("9" * 5000, "not a page number"),
-    ("1-2-3", "not a page number"),
-    ("5-2", "not a page number"),
-])
+@pytest.mark.parametrize(
+    "bad,why",
+    [
+        ("1-2000000", "page numbers above 1,000,000"),
+        ("9" * 5000, "not a page number"),
+        ("1-2-3", "not a page number"),
+        ("5-2", "not a page number"),
+    ],
+)
 def test_bad_selections_name_the_part(bad, why):
     with pytest.raises(InputError, match=why):
         parse_page_ranges(bad)

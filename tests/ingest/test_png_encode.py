@@ -99,7 +99,7 @@ def test_pdf_pages_render_to_the_exact_target_size(tmp_path):
         c.showPage()
     c.save()
     budget = Budget()
-    for i, (w, h) in enumerate(sizes):
+    for i in range(len(sizes)):
         a, pw, ph = pdf_page_pixels(str(pdf), i, budget)
         W, H = pdf_target(pw, ph, budget)
         assert a.shape == (H, W, 3) and a.dtype.name == "uint8"

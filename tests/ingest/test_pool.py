@@ -107,7 +107,9 @@ def test_start_method_avoids_fork_where_ray_runs(monkeypatch):
 
     monkeypatch.delenv("OCRSERVE_MP_START", raising=False)
     monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: False))
-    assert poolmod.default_start_method() == ("fork" if sys.platform.startswith("linux") else poolmod.mp.get_start_method())
+    assert poolmod.default_start_method() == (
+        "fork" if sys.platform.startswith("linux") else poolmod.mp.get_start_method()
+    )
     monkeypatch.setitem(sys.modules, "ray", types.SimpleNamespace(is_initialized=lambda: True))
     if sys.platform.startswith("linux"):
         assert poolmod.default_start_method() == "spawn"
@@ -167,6 +169,7 @@ async def test_tasks_queued_behind_a_stuck_one_are_not_lost():
 
     pool = ResilientPool(2, task_timeout=1.5)
     try:
+
         async def later(i: int):
             await asyncio.sleep(0.2 * i)
             return await pool.run(_nap, i, (1, 2))

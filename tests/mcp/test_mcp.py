@@ -74,8 +74,9 @@ async def _session_checks(session, docs: Path, outside: Path) -> None:
     assert "Report page 2" in md and "Report page 1" not in md
 
     data = base64.b64encode((docs / "contract.docx").read_bytes()).decode()
-    res = await session.call_tool("convert_document", {"content_base64": data, "filename": "contract.docx",
-                                                      "format": "json"})
+    res = await session.call_tool(
+        "convert_document", {"content_base64": data, "filename": "contract.docx", "format": "json"}
+    )
     assert not res.is_error, _text(res)
     doc = json.loads(_text(res)[1])
     assert doc["source"]["type"] == "docx" and doc["source"]["path"] == "contract.docx"  # not the server's folder
@@ -138,8 +139,25 @@ def _free_port() -> int:
 def _start_http(tmp_path: Path, docs: Path, *args: str, **env: str) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     log = open(tmp_path / "server.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "ocrserve", "mcp", "--transport", "http", "--port", str(port),
-                             "--allow-root", str(docs), *args], cwd=ROOT, env=_env(**env), stdout=log, stderr=log)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ocrserve",
+            "mcp",
+            "--transport",
+            "http",
+            "--port",
+            str(port),
+            "--allow-root",
+            str(docs),
+            *args,
+        ],
+        cwd=ROOT,
+        env=_env(**env),
+        stdout=log,
+        stderr=log,
+    )
     url = f"http://127.0.0.1:{port}/mcp"
     deadline = time.monotonic() + 60
     while True:
@@ -159,8 +177,11 @@ async def _http_session(url: str, key: str | None, checks) -> None:
     from mcp.client.streamable_http import streamable_http_client
 
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http, \
-            streamable_http_client(url, http_client=http) as (r, w), ClientSession(r, w) as session:
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as http,
+        streamable_http_client(url, http_client=http) as (r, w),
+        ClientSession(r, w) as session,
+    ):
         await session.initialize()
         await checks(session)
 
@@ -168,8 +189,9 @@ async def _http_session(url: str, key: str | None, checks) -> None:
 def test_streamable_http_with_keys_and_limits(tmp_path):
     docs, outside = _docs(tmp_path)
     text_pdf(docs / "long.pdf", pages=4)
-    proc, url = _start_http(tmp_path, docs, OCRSERVE_API_KEYS="key-1,key-2", OCRSERVE_MAX_PAGES="3",
-                            OCRSERVE_MAX_UPLOAD_BYTES="60000")
+    proc, url = _start_http(
+        tmp_path, docs, OCRSERVE_API_KEYS="key-1,key-2", OCRSERVE_MAX_PAGES="3", OCRSERVE_MAX_UPLOAD_BYTES="60000"
+    )
     try:
         for headers in ({}, {"Authorization": "Bearer nope"}):  # refused before the MCP layer
             r = httpx.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers=headers, timeout=10)
@@ -202,12 +224,18 @@ def test_stand_in_model_server(standin: StandIn, tmp_path):
     from mcp.client.stdio import StdioServerParameters, stdio_client
 
     docs, _ = _docs(tmp_path)
-    params = StdioServerParameters(command=sys.executable, cwd=str(ROOT), env=_env(OCRSERVE_MODEL="chandra-1"),
-                                   args=["-m", "ocrserve", "mcp", "--allow-root", str(docs), "--server", standin.url])
+    params = StdioServerParameters(
+        command=sys.executable,
+        cwd=str(ROOT),
+        env=_env(OCRSERVE_MODEL="chandra-1"),
+        args=["-m", "ocrserve", "mcp", "--allow-root", str(docs), "--server", standin.url],
+    )
 
     async def main():
-        async with stdio_client(params, errlog=open(tmp_path / "stderr.log", "w")) as (r, w), \
-                ClientSession(r, w) as session:
+        async with (
+            stdio_client(params, errlog=open(tmp_path / "stderr.log", "w")) as (r, w),
+            ClientSession(r, w) as session,
+        ):
             await session.initialize()
             res = await session.call_tool("convert_document", {"path": "report.pdf", "format": "json"})
             assert not res.is_error, _text(res)

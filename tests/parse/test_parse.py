@@ -7,7 +7,6 @@ import pytest
 from ocrserve import parse_output
 from ocrserve.parse import canonical_label, parse_bbox
 from ocrserve.profiles import CHANDRA1_LABELS, CHANDRA2_LABELS, load_profile
-
 from tests.support.corpus_util import PAGE_SIZE, corpus_files, parse_corpus, profile_for
 
 
@@ -26,10 +25,10 @@ def test_corpus_parses_with_valid_blocks(path):
         assert page.blocks, "a non-empty answer gives at least one block"
 
 
-@pytest.mark.parametrize("name,profile,labels", [
-    ("c1_all_labels.html", "chandra-1", CHANDRA1_LABELS),
-    ("c2_all_labels.html", "chandra-2", CHANDRA2_LABELS),
-])
+@pytest.mark.parametrize(
+    "name,profile,labels",
+    [("c1_all_labels.html", "chandra-1", CHANDRA1_LABELS), ("c2_all_labels.html", "chandra-2", CHANDRA2_LABELS)],
+)
 def test_every_label_of_the_profile(name, profile, labels):
     page = parse_corpus(name)
     assert set(labels) <= {b.label for b in page.blocks}
@@ -69,23 +68,28 @@ def test_bbox_space_and_list_format_scale_1000():
     assert corner.bbox == pytest.approx([1800.0, 900.0, 2000.0, 1000.0])
 
 
-@pytest.mark.parametrize("i,source,norm", [
-    (2, "missing", [0, 0, 1, 1]),   # no data-bbox
-    (3, "missing", [0, 0, 1, 1]),   # empty
-    (4, "missing", [0, 0, 1, 1]),   # not numbers
-    (5, "missing", [0, 0, 1, 1]),   # three numbers
-    (6, "fixed", [10 / 1024, 200 / 1024, 500 / 1024, 300 / 1024]),  # reversed
-    (7, "fixed", [0, 950 / 1024, 1, 1]),  # out of range, clamped
-    (8, "missing", [0, 0, 1, 1]),   # 1e999
-    (9, "model", [10.5 / 1024, 20.25 / 1024, 300.75 / 1024, 400 / 1024]),
-])
+@pytest.mark.parametrize(
+    "i,source,norm",
+    [
+        (2, "missing", [0, 0, 1, 1]),  # no data-bbox
+        (3, "missing", [0, 0, 1, 1]),  # empty
+        (4, "missing", [0, 0, 1, 1]),  # not numbers
+        (5, "missing", [0, 0, 1, 1]),  # three numbers
+        (6, "fixed", [10 / 1024, 200 / 1024, 500 / 1024, 300 / 1024]),  # reversed
+        (7, "fixed", [0, 950 / 1024, 1, 1]),  # out of range, clamped
+        (8, "missing", [0, 0, 1, 1]),  # 1e999
+        (9, "model", [10.5 / 1024, 20.25 / 1024, 300.75 / 1024, 400 / 1024]),
+    ],
+)
 def test_bad_boxes_fixed_or_replaced(i, source, norm):
     b = parse_corpus("c1_bboxes.html").blocks[i]
     assert b.bbox_source == source
     assert b.bbox_norm == pytest.approx(norm)
 
 
-@pytest.mark.parametrize("value", [None, "", "nan nan nan nan", "[inf, 0, 1, 1]", "1,2", "x" * 10000, "[1, 2, 3, 4, 5]", "--1 2 3 4"])
+@pytest.mark.parametrize(
+    "value", [None, "", "nan nan nan nan", "[inf, 0, 1, 1]", "1,2", "x" * 10000, "[1, 2, 3, 4, 5]", "--1 2 3 4"]
+)
 def test_parse_bbox_never_raises(value):
     box, source = parse_bbox(value, 1000)
     assert len(box) == 4 and source in ("model", "fixed", "missing")
@@ -170,7 +174,9 @@ def test_math_inside_attribute_becomes_plain_text():
 
 
 def test_empty_and_nested_math():
-    page = parse_output('<div data-label="Text"><p>a <math></math> b <math> </math> c <math><math>x</math></math></p></div>')
+    page = parse_output(
+        '<div data-label="Text"><p>a <math></math> b <math> </math> c <math><math>x</math></math></p></div>'
+    )
     b = page.blocks[0]
     assert b.text == "a b c x"
     assert b.markdown == "a b c $x$"
@@ -212,7 +218,8 @@ def test_deeply_nested_lists_and_tables():
 def test_huge_answer_parses():
     para = "<p>" + "Lorem ipsum dolor sit amet, consectetur adipiscing elit. " * 20 + "</p>"
     raw = "".join(
-        f'<div data-bbox="[10, {i}, 900, {i + 5}]" data-label="Text">{para}<math>x_{i} < y</math></div>\n' for i in range(180)
+        f'<div data-bbox="[10, {i}, 900, {i + 5}]" data-label="Text">{para}<math>x_{i} < y</math></div>\n'
+        for i in range(180)
     )
     assert len(raw) > 200_000
     page = parse_output(raw)

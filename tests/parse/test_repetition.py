@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from ocrserve.parse import is_repetition_loop, repetition_period
-
 from tests.support.corpus_util import CORPUS, corpus_files
 
 HEAD = '<div data-bbox="[50, 40, 970, 90]" data-label="Text"><p>Results follow.</p></div><div data-bbox="[50, 100, 970, 1000]" data-label="Table"><table>'
@@ -18,7 +17,9 @@ def test_single_token_loop():
 
 
 def test_phrase_loop():
-    assert repetition_period("<p>Intro. " + "and the results are shown below, " * 40) == len("and the results are shown below, ")
+    assert repetition_period("<p>Intro. " + "and the results are shown below, " * 40) == len(
+        "and the results are shown below, "
+    )
 
 
 def test_table_rows_repeated_to_the_end():

@@ -45,8 +45,11 @@ class ToyEngine(Engine):
         o = self.options
         if page.index in o.give_up_on:
             return EngineResult(ok=False, engine=self.name, attempts=2, finish_reason="error", error="toy gave up")
-        raw = "".join(f'<div data-bbox="[60, {40 + 60 * i}, 960, {90 + 60 * i}]" data-label="Text">'
-                      f"<p>{o.greeting} {page.index + 1}.{i + 1}</p></div>" for i in range(o.repeat))
+        raw = "".join(
+            f'<div data-bbox="[60, {40 + 60 * i}, 960, {90 + 60 * i}]" data-label="Text">'
+            f"<p>{o.greeting} {page.index + 1}.{i + 1}</p></div>"
+            for i in range(o.repeat)
+        )
         return EngineResult(raw=raw, engine=self.name, finish_reason="stop")
 
 
@@ -59,8 +62,13 @@ def toy():
 
 def test_a_registered_engine_converts_by_name_with_its_own_option(tmp_path, toy):
     pdf = helpers.text_pdf(tmp_path / "memo.pdf", pages=2)
-    (doc,) = ocrserve.convert(pdf, output_dir=tmp_path / "out", engine="toy", model="chandra-1",
-                              engine_options={"greeting": "Ahoy", "repeat": 2})
+    (doc,) = ocrserve.convert(
+        pdf,
+        output_dir=tmp_path / "out",
+        engine="toy",
+        model="chandra-1",
+        engine_options={"greeting": "Ahoy", "repeat": 2},
+    )
     assert doc.model == "chandra-1"  # a model engine by default: the Document names the profile
     assert [(p.status, p.engine) for p in doc.pages] == [("ok", "toy"), ("ok", "toy")]
     assert [b.text for b in doc.pages[1].blocks] == ["Ahoy 2.1", "Ahoy 2.2"]
@@ -89,8 +97,11 @@ def test_its_options_are_checked_by_its_model(tmp_path, toy):
     pdf = helpers.text_pdf(tmp_path / "memo.pdf", pages=1)
     with pytest.raises(EngineError, match=r"engine 'toy': option 'repeat': .*less than or equal to 5"):
         ocrserve.convert(pdf, engine="toy", engine_options={"repeat": 9})
-    with pytest.raises(EngineError, match=r"engine 'toy' does not take option\(s\) 'colour' "
-                                          r"\(it takes: give_up_on, greeting, repeat\)"):
+    with pytest.raises(
+        EngineError,
+        match=r"engine 'toy' does not take option\(s\) 'colour' "
+        r"\(it takes: give_up_on, greeting, repeat\)",
+    ):
         ocrserve.convert(pdf, engine="toy", engine_options={"colour": "red"})
     with pytest.raises(EngineError, match=r"engine 'toy' does not take option\(s\) 'checkpoint'"):
         ocrserve.convert(pdf, engine="toy", checkpoint="some/model")  # a convert option another engine takes
@@ -114,8 +125,19 @@ def test_the_ray_plan_and_batch_size_ask_the_class(toy, monkeypatch):
 
 
 def test_the_engine_fields_of_convert_are_the_union_of_the_engines_options():
-    assert set(engine_fields()) == {"server", "api_key", "served_model", "concurrency", "checkpoint", "device",
-                                    "batch_size", "max_tokens", "max_retries", "ignore_eos", "static_cache"}
+    assert set(engine_fields()) == {
+        "server",
+        "api_key",
+        "served_model",
+        "concurrency",
+        "checkpoint",
+        "device",
+        "batch_size",
+        "max_tokens",
+        "max_retries",
+        "ignore_eos",
+        "static_cache",
+    }
     assert set(engine_fields()) == set(ConvertOptions.model_fields) & option_names()
 
 

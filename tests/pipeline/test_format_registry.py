@@ -10,8 +10,16 @@ import time
 
 import pytest
 
-from ocrserve.export.formats import (OutputFormat, RenderContext, default_formats, format_names, formats_help,
-                                     get_format, register_format, unregister_format)
+from ocrserve.export.formats import (
+    OutputFormat,
+    RenderContext,
+    default_formats,
+    format_names,
+    formats_help,
+    get_format,
+    register_format,
+    unregister_format,
+)
 from ocrserve.labels import HEADER_FOOTER
 from ocrserve.pipeline.local import Converter
 from ocrserve.pipeline.options import ConvertOptions, OptionsError
@@ -19,8 +27,12 @@ from tests.support.helpers import text_pdf
 
 
 def _count(doc, ctx: RenderContext) -> str:
-    words = sum(len(b.text.split()) for p in doc.pages for b in p.blocks
-                if ctx.keep_headers_footers or b.label not in HEADER_FOOTER)
+    words = sum(
+        len(b.text.split())
+        for p in doc.pages
+        for b in p.blocks
+        if ctx.keep_headers_footers or b.label not in HEADER_FOOTER
+    )
     return json.dumps({"words": words, "pages": len(doc.pages)})
 
 
@@ -37,6 +49,7 @@ def _run(src, out, formats) -> str:
             summary = await conv.run([str(src)])
         [result] = summary.results
         return result.status
+
     return asyncio.run(go())
 
 

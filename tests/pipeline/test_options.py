@@ -23,7 +23,13 @@ def test_unknown_and_bad_options_are_errors_naming_them():
 def test_engine_rule_and_defaults_come_from_settings_in_one_place():
     s = Settings(fallback=False, keep_headers_footers=True, model="chandra-2", prefetch_pages=7)
     r = ConvertOptions().resolve(s)
-    assert (r.engine, r.model, r.fallback, r.keep_headers_footers, r.prefetch_pages) == ("lite", "chandra-2", False, True, 7)
+    assert (r.engine, r.model, r.fallback, r.keep_headers_footers, r.prefetch_pages) == (
+        "lite",
+        "chandra-2",
+        False,
+        True,
+        7,
+    )
     assert ConvertOptions(server="http://h:8000").resolve(Settings()).engine == "openai"
     assert ConvertOptions().resolve(Settings(server="http://h:8000")).engine == "openai"
     assert ConvertOptions(engine="lite", server="http://h:8000").resolve(Settings()).engine == "lite"

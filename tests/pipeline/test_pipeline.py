@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -20,8 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _cli(*args: str, timeout: float = 240, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ocrserve", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "ocrserve", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, **kw
+    )
 
 
 def _docs(tmp_path: Path) -> Path:
@@ -127,7 +127,8 @@ def test_a_page_that_still_loops_keeps_the_model_text_and_lite_fills_in_the_rest
             area = (b.bbox[2] - b.bbox[0]) * (b.bbox[3] - b.bbox[1])
             assert ix <= 0 or iy <= 0 or ix * iy < 0.5 * area
     assert doc.metadata.pages_looped == 1 and doc.metadata.blocks_fallback == sum(
-        b.origin == "fallback" for b in p.blocks)
+        b.origin == "fallback" for b in p.blocks
+    )
 
 
 def test_unreadable_page_is_rescued_by_lite_and_marked(tmp_path, standin):
@@ -185,8 +186,25 @@ def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, standin):
     r = _cli("convert", str(src), "-o", str(full), "--server", standin.url, "-q")
     assert r.returncode == 0, r.stderr
     standin.control(delay_s=0.4)
-    proc = subprocess.Popen([sys.executable, "-m", "ocrserve", "convert", str(src), "-o", str(resumed), "--server",
-                             standin.url, "--json-log", "-c", "2"], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ocrserve",
+            "convert",
+            str(src),
+            "-o",
+            str(resumed),
+            "--server",
+            standin.url,
+            "--json-log",
+            "-c",
+            "2",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     # wait for the first finished document, then interrupt as Ctrl-C would
     for line in proc.stdout:
         if '"doc_done"' in line:
@@ -211,7 +229,9 @@ def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, standin):
         a, b = full / f"d{i}", resumed / f"d{i}"
         assert (a / f"d{i}.md").read_text() == (b / f"d{i}.md").read_text()
         assert (a / f"d{i}.html").read_text() == (b / f"d{i}.html").read_text()
-        assert _stable(json.loads((a / f"d{i}.json").read_text())) == _stable(json.loads((b / f"d{i}.json").read_text()))
+        assert _stable(json.loads((a / f"d{i}.json").read_text())) == _stable(
+            json.loads((b / f"d{i}.json").read_text())
+        )
         assert sorted(p.name for p in (a / "images").iterdir()) == sorted(p.name for p in (b / "images").iterdir())
 
 
@@ -231,8 +251,12 @@ def test_bad_files_fail_alone_with_reasons(tmp_path, standin):
     assert r.returncode == 1
     err = r.stderr
     reasons = {
-        "corrupt.pdf": "corrupt", "zero.pdf": "empty file", "locked.pdf": "password", "notes.pdf": "not a PDF",
-        "huge.png": "decompression-bomb", "cut.jpg": "corrupt image",
+        "corrupt.pdf": "corrupt",
+        "zero.pdf": "empty file",
+        "locked.pdf": "password",
+        "notes.pdf": "not a PDF",
+        "huge.png": "decompression-bomb",
+        "cut.jpg": "corrupt image",
     }
     failed_lines = [ln for ln in err.splitlines() if ln.startswith("  ")]
     assert len(failed_lines) == 6, err
@@ -365,16 +389,20 @@ def test_a_files_output_name_does_not_depend_on_the_other_inputs(tmp_path, stand
     def run(*inputs: Path) -> list[tuple[str, str]]:
         r = _cli("convert", *map(str, inputs), "-o", str(out), "--server", standin.url, "--json-log")
         assert r.returncode == 0, r.stderr
-        return [(d["name"], d["status"]) for d in map(json.loads, r.stdout.splitlines()) if d.get("event") == "doc_done"]
+        return [
+            (d["name"], d["status"]) for d in map(json.loads, r.stdout.splitlines()) if d.get("event") == "doc_done"
+        ]
 
     assert run(tmp_path / "a") == [("report", "ok")]
-    (hashed, status), = run(tmp_path / "a", b)[1:]
+    ((hashed, status),) = run(tmp_path / "a", b)[1:]
     assert hashed.startswith("report-") and status == "ok"
     assert run(tmp_path / "a", b)[0] == ("report", "skipped")
     assert run(b, tmp_path / "a") == [(hashed, "skipped"), ("report", "skipped")]
     assert run(tmp_path / "b") == [(hashed, "skipped")]
     assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == sorted(["report", hashed])
-    assert json.loads((out / "report" / "report.json").read_text())["source"]["path"] == str(tmp_path / "a" / "report.pdf")
+    assert json.loads((out / "report" / "report.json").read_text())["source"]["path"] == str(
+        tmp_path / "a" / "report.pdf"
+    )
 
 
 async def test_cancelling_the_python_api_raises_and_keeps_nothing_half_written(tmp_path, standin):
@@ -383,8 +411,10 @@ async def test_cancelling_the_python_api_raises_and_keeps_nothing_half_written(t
     standin.control(delay_s=1.0)
     pdf = helpers.text_pdf(tmp_path / "slow.pdf", pages=4)
     with pytest.raises(asyncio.TimeoutError):
-        await asyncio.wait_for(ocrserve.aconvert(pdf, output_dir=tmp_path / "o", server=standin.url, engine="openai"), 0.5)
-    assert not [p for p in (tmp_path / "o").iterdir()]  # no document, no staging folder
+        await asyncio.wait_for(
+            ocrserve.aconvert(pdf, output_dir=tmp_path / "o", server=standin.url, engine="openai"), 0.5
+        )
+    assert not list((tmp_path / "o").iterdir())  # no document, no staging folder
 
 
 def test_a_running_conversion_keeps_its_staging_folder(tmp_path):
@@ -453,11 +483,17 @@ def test_a_second_ctrl_c_still_counts_and_cleans_up(tmp_path, standin, gap_s):
         helpers.text_pdf(src / f"d{i}.pdf", pages=2, title=f"Doc{i}")
     out = tmp_path / "out"
     standin.control(delay_s=0.5)
-    proc = subprocess.Popen([sys.executable, "-m", "ocrserve", "convert", str(src), "-o", str(out), "--server",
-                             standin.url, "-c", "3"], cwd=ROOT, stderr=subprocess.PIPE, text=True,
-                            stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ocrserve", "convert", str(src), "-o", str(out), "--server", standin.url, "-c", "3"],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+        stdout=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not any(p.name.startswith("d") for p in (out.iterdir() if out.is_dir() else [])):
+    while time.monotonic() < deadline and not any(
+        p.name.startswith("d") for p in (out.iterdir() if out.is_dir() else [])
+    ):
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     time.sleep(gap_s)  # a second Ctrl-C while the run stops, or while the process exits
@@ -478,8 +514,9 @@ def test_summary_line_plurals():
 
     one = RunSummary(results=[DocResult(name="a", path="a.pdf", status="ok", pages=1)], elapsed_s=2.0, documents=1)
     assert summary_line(one, "out") == "1 document: 1 ok; 1 page in 2.0s (0.50 pages/s) -> out"
-    cut = RunSummary(results=[DocResult(name="a", path="a.pdf", status="ok", pages=2)], elapsed_s=1.0,
-                     documents=7, interrupted=True)
+    cut = RunSummary(
+        results=[DocResult(name="a", path="a.pdf", status="ok", pages=2)], elapsed_s=1.0, documents=7, interrupted=True
+    )
     assert summary_line(cut, "out") == "interrupted: 1 finished (1 ok), 6 left; 2 pages in 1.0s (2.00 pages/s) -> out"
     none = RunSummary(elapsed_s=0.0)
     assert summary_line(none, "o") == "0 documents: nothing to do; 0 pages in 0.0s (0.00 pages/s) -> o"

@@ -11,23 +11,20 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import io
 import json
 import os
 import time
 from pathlib import Path
 
 import pytest
+import ray
 
-import ray  # noqa: E402 - the `ray` extra; CI installs it (no skipping: these tests must run)
-
-from ocrserve.engines import Engine, EngineResult, PageInput  # noqa: E402
-from ocrserve.pipeline.local import Converter  # noqa: E402
-from ocrserve.profiles import load_profile  # noqa: E402
-from ocrserve.settings import Settings  # noqa: E402
-
-from tests.support.helpers import image, text_pdf  # noqa: E402
-from tests.fakes.standin import chandra_output  # noqa: E402
+from ocrserve.engines import Engine, EngineResult, PageInput
+from ocrserve.pipeline.local import Converter
+from ocrserve.profiles import load_profile
+from ocrserve.settings import Settings
+from tests.fakes.standin import chandra_output
+from tests.support.helpers import image, text_pdf
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,8 +48,14 @@ class StubEngine(Engine):
         await asyncio.sleep(0)
         w, h = page.image_size
         raw = chandra_output(hashlib.sha256(page.png_bytes()).hexdigest(), w, h)
-        return EngineResult(raw=raw, ok=True, engine=self.name, finish_reason="stop",
-                            prompt_tokens=100 + page.index, completion_tokens=len(raw) // 4)
+        return EngineResult(
+            raw=raw,
+            ok=True,
+            engine=self.name,
+            finish_reason="stop",
+            prompt_tokens=100 + page.index,
+            completion_tokens=len(raw) // 4,
+        )
 
     async def aclose(self) -> None:
         if self.options.get("closed_dir"):  # the actor closed its engine when Ray retired it
@@ -78,8 +81,13 @@ class GiveUpEngine(StubEngine):
 
     async def ocr(self, page: PageInput, *, on_delta=None) -> EngineResult:
         if page.index % 2 == 1:
-            return EngineResult(ok=False, engine=self.name, attempts=3, finish_reason="loop",
-                                error="gave up after 3 attempts (3 answers unusable); last: a loop")
+            return EngineResult(
+                ok=False,
+                engine=self.name,
+                attempts=3,
+                finish_reason="loop",
+                error="gave up after 3 attempts (3 answers unusable); last: a loop",
+            )
         return await super().ocr(page)
 
 
@@ -130,8 +138,14 @@ def ray_local(crash_marker):
         ray.shutdown()
     path = os.pathsep.join([str(ROOT), str(crash_marker.parent), os.environ.get("PYTHONPATH", "")])
     env = {"PYTHONPATH": path, "RAY_DEDUP_LOGS": "0", "OCRSERVE_TEST_CRASH_MARKER": str(crash_marker)}
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
-             runtime_env={"env_vars": env}, object_store_memory=200 * 1024 * 1024)
+    ray.init(
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        configure_logging=False,
+        runtime_env={"env_vars": env},
+        object_store_memory=200 * 1024 * 1024,
+    )
     yield ray
     ray.shutdown()
 
@@ -163,17 +177,18 @@ def run_local(inputs, out: Path, engine, **kw):
 
 
 def run_ray(inputs, out, engine, **kw):
-    from ocrserve.pipeline.ray import run_ray_convert
-
     from ocrserve.pipeline.options import ConvertOptions
-    from ocrserve.pipeline.ray import _RAY_KEYWORDS
+    from ocrserve.pipeline.ray import _RAY_KEYWORDS, run_ray_convert
 
     kw.setdefault("ray_progress", False)
     if not isinstance(engine, str):
         kw.setdefault("model", "chandra-1")  # the stub engines answer as Chandra 1 (the local runs' say so)
     # the test engines' own options (kill_pages, closed_dir, ...) go to the engine as engine options
-    own = {k: kw.pop(k) for k in list(kw)
-           if k not in ConvertOptions.model_fields and k not in _RAY_KEYWORDS and k != "on_event"}
+    own = {
+        k: kw.pop(k)
+        for k in list(kw)
+        if k not in ConvertOptions.model_fields and k not in _RAY_KEYWORDS and k != "on_event"
+    }
     return run_ray_convert(inputs, output=out, engine=engine, settings=_settings(), engine_options=own, **kw)
 
 
@@ -216,8 +231,9 @@ def test_same_files_as_local_pipeline_stub_engine(ray_local, docs, local_stub, t
     events: list[str] = []
     closed = tmp_path / "closed"
     closed.mkdir()
-    dist = run_ray([docs], tmp_path / "ray", StubEngine, on_event=lambda kind, data: events.append(kind),
-                   closed_dir=str(closed))
+    dist = run_ray(
+        [docs], tmp_path / "ray", StubEngine, on_event=lambda kind, data: events.append(kind), closed_dir=str(closed)
+    )
     assert dist.counts() == local.counts() == {"ok": 5, "failed": 1}
     assert dist.pages == local.pages == 3 + 2 + 1 + 1 + 1
     broken = [r for r in dist.results if r.status == "failed"]
@@ -269,12 +285,20 @@ def test_a_file_that_crashes_the_renderer_fails_alone(ray_local, docs, local_stu
 
     by = {r.name: r for r in dist.results}
     assert {n: r.status for n, r in by.items()} == {
-        "broken": "failed", "crashopen": "failed", "crashy": "failed",
-        "memo": "ok", "photo": "ok", "report": "ok", "scan": "ok", "sub/letter": "ok"}
+        "broken": "failed",
+        "crashopen": "failed",
+        "crashy": "failed",
+        "memo": "ok",
+        "photo": "ok",
+        "report": "ok",
+        "scan": "ok",
+        "sub/letter": "ok",
+    }
     assert by["crashopen"].error == "the worker process crashed on this document (twice)"
     assert by["crashy"].pages == 2 and by["crashy"].pages_failed == 2
     assert by["crashy"].error.split("; ") == [
-        f"page {i}: render: the worker process crashed on this document (twice)" for i in (1, 2)]
+        f"page {i}: render: the worker process crashed on this document (twice)" for i in (1, 2)
+    ]
     files = tree(tmp_path / "ray")
     crashy = json.loads(files.pop("crashy/crashy.json"))
     assert [p["status"] for p in crashy["pages"]] == ["failed"] * 2
@@ -292,7 +316,7 @@ def test_resume_and_fsspec_output(ray_local, docs, local_stub):
     first = run_ray([docs], url, StubEngine)
     assert first.counts() == {"ok": 5, "failed": 1}
     root = "/ray-resume/out"
-    remote = {p[len(root) + 1:]: fs.cat_file(p) for p in sorted(fs.find(root))}
+    remote = {p[len(root) + 1 :]: fs.cat_file(p) for p in sorted(fs.find(root))}
     assert_same_outputs(local_files, remote)
 
     # rerun: all complete documents are skipped, the unreadable one fails again
@@ -307,8 +331,14 @@ def test_resume_and_fsspec_output(ray_local, docs, local_stub):
     fs.pipe_file(js, json.dumps(data).encode())
     third = run_ray([docs], url, StubEngine)
     by = {r.name: r.status for r in third.results}
-    assert by == {"broken": "failed", "memo": "ok", "photo": "skipped", "report": "skipped", "scan": "ok",
-                  "sub/letter": "skipped"}
+    assert by == {
+        "broken": "failed",
+        "memo": "ok",
+        "photo": "skipped",
+        "report": "skipped",
+        "scan": "ok",
+        "sub/letter": "skipped",
+    }
     assert json.loads(fs.cat_file(js))["pages"][0]["status"] == "ok"
     forced = run_ray([docs], url, StubEngine, force=True)
     assert forced.counts() == {"ok": 5, "failed": 1}
@@ -366,8 +396,10 @@ def test_local_and_ray_write_the_same_files_for_every_option_that_changes_output
     outs = {"local": tmp_path / "out-local", "ray": tmp_path / "out-ray"}
 
     def both(inputs, **kw):
-        res = {"local": run_local(inputs, outs["local"], GiveUpEngine(load_profile("chandra-1")), **kw),
-               "ray": run_ray(inputs, outs["ray"], GiveUpEngine, **kw)}
+        res = {
+            "local": run_local(inputs, outs["local"], GiveUpEngine(load_profile("chandra-1")), **kw),
+            "ray": run_ray(inputs, outs["ray"], GiveUpEngine, **kw),
+        }
         assert_same_outputs(tree(outs["local"]), tree(outs["ray"]))
         assert [(r.name, r.status) for r in res["local"].results] == [(r.name, r.status) for r in res["ray"].results]
         return res["local"]
@@ -386,7 +418,8 @@ def test_local_and_ray_write_the_same_files_for_every_option_that_changes_output
     (renamed,) = [r.name for r in other.results]
     assert renamed.startswith("report-") and (outs["ray"] / renamed / f"{renamed}.json").is_file()
     assert json.loads((outs["ray"] / "report" / "report.json").read_text())["source"]["path"].endswith(
-        "in-a/report.pdf")  # the first document keeps its output
+        "in-a/report.pdf"
+    )  # the first document keeps its output
 
     assert {r.status for r in both([a], pages="1-2").results} == {"skipped"}
     assert [(r.name, r.status) for r in both([b / "report.pdf"]).results] == [(renamed, "skipped")]
@@ -397,8 +430,11 @@ def test_local_and_ray_write_the_same_files_for_every_option_that_changes_output
     (c / "report").mkdir(parents=True)
     text_pdf(c / "report" / "x.pdf", pages=1, title="Inner")
     mixed = both([c, b / "report.pdf", a], pages="1-2")
-    assert [(r.name, r.status) for r in mixed.results][1:] == [(renamed, "skipped"), ("report", "skipped"),
-                                                               ("scan", "skipped")]
+    assert [(r.name, r.status) for r in mixed.results][1:] == [
+        (renamed, "skipped"),
+        ("report", "skipped"),
+        ("scan", "skipped"),
+    ]
     (inner, status) = (mixed.results[0].name, mixed.results[0].status)
     assert inner.startswith("report-") and inner.endswith("/x") and status == "ok"
     assert (outs["ray"] / inner / "x.json").is_file() and (outs["ray"] / "report" / "report.json").is_file()

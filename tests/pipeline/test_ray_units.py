@@ -13,13 +13,12 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from ocrserve.pipeline.target import OutputTarget, normalize_target
-from ocrserve.engines.vllm import VLLMEngine
 from ocrserve.document import Page
 from ocrserve.engines import PageInput
+from ocrserve.engines.vllm import VLLMEngine
 from ocrserve.pipeline.local import RunSummary
+from ocrserve.pipeline.target import OutputTarget, normalize_target
 from ocrserve.profiles import load_profile
-
 from tests.fakes.standin import chandra_output
 
 
@@ -129,8 +128,21 @@ def _rows(name: str, n: int, indices: list[int], doc: int) -> list[dict]:
     out = []
     for i in indices:
         page = Page(index=i, width=612, height=792, status="ok", engine="stub", attempts=1)
-        out.append(make_row(kind="page", doc=doc, name=name, path=f"/in/{name}.pdf", abspath=f"/in/{name}.pdf", type="pdf",
-                            sha256="ab" * 32, page_count=n, n_pages=n, index=i, page_json=page.model_dump_json()))
+        out.append(
+            make_row(
+                kind="page",
+                doc=doc,
+                name=name,
+                path=f"/in/{name}.pdf",
+                abspath=f"/in/{name}.pdf",
+                type="pdf",
+                sha256="ab" * 32,
+                page_count=n,
+                n_pages=n,
+                index=i,
+                page_json=page.model_dump_json(),
+            )
+        )
     return out
 
 
@@ -143,14 +155,22 @@ class _FakeDataset:
 
 
 def _collect(rows, doc_names, out: Path):
-    from ocrserve.pipeline.ray import _collect as collect
-
     from ocrserve.pipeline.options import ConvertOptions
+    from ocrserve.pipeline.ray import _collect as collect
 
     doc_rows = [{"doc": i, "name": n, "path": f"/in/{n}.pdf"} for i, n in enumerate(doc_names)]
     events = []
-    results = collect(_FakeDataset(rows), doc_rows, OutputTarget(out), "run1", "stub", "chandra-1",
-                      ConvertOptions().resolve(), lambda kind, **data: events.append(kind), RunSummary())
+    results = collect(
+        _FakeDataset(rows),
+        doc_rows,
+        OutputTarget(out),
+        "run1",
+        "stub",
+        "chandra-1",
+        ConvertOptions().resolve(),
+        lambda kind, **data: events.append(kind),
+        RunSummary(),
+    )
     return {r.name: r for r in results}, events
 
 
@@ -200,21 +220,33 @@ def test_fsspec_target_writes_json_last_and_replaces_old_output():
     target = OutputTarget("memory://units/out")
     target.prepare()
     fs.pipe_file("/units/out/d/images/stale.png", b"old")
-    doc = Document(source=Source(path="d.pdf", sha256="s", type="pdf", page_count=1),
-                   pages=[Page(index=0, width=10, height=10)])
+    doc = Document(
+        source=Source(path="d.pdf", sha256="s", type="pdf", page_count=1), pages=[Page(index=0, width=10, height=10)]
+    )
     where = target.write(doc, "d", {"images/d_p1_b0.png": b"png"}, "r1")
     assert where == "memory://units/out/d"
-    assert sorted(fs.find("/units/out")) == ["/units/out/d/d.html", "/units/out/d/d.json", "/units/out/d/d.md",
-                                             "/units/out/d/images/d_p1_b0.png"]
+    assert sorted(fs.find("/units/out")) == [
+        "/units/out/d/d.html",
+        "/units/out/d/d.json",
+        "/units/out/d/d.md",
+        "/units/out/d/images/d_p1_b0.png",
+    ]
     assert target.load_existing("d").sha256 == "s"
     with pytest.raises(ValueError):
         target.write(doc, "e", {"../escape.png": b"x"}, "r2")
 
 
-@pytest.mark.parametrize("given,expected", [
-    ("s3:/bucket/out", "s3://bucket/out"), ("s3://bucket/out", "s3://bucket/out"), ("file:/tmp/o", "file:///tmp/o"),
-    ("/tmp/out", "/tmp/out"), ("out", "out"), ("memory:/x", "memory://x"),
-])
+@pytest.mark.parametrize(
+    "given,expected",
+    [
+        ("s3:/bucket/out", "s3://bucket/out"),
+        ("s3://bucket/out", "s3://bucket/out"),
+        ("file:/tmp/o", "file:///tmp/o"),
+        ("/tmp/out", "/tmp/out"),
+        ("out", "out"),
+        ("memory:/x", "memory://x"),
+    ],
+)
 def test_normalize_target(given, expected):
     assert normalize_target(given) == expected
     assert normalize_target(Path(expected)) == expected  # what a typer Path option makes of a URL
@@ -245,7 +277,6 @@ def test_isolated_calls_survive_a_crashing_child_and_fail_alone():
 
 def test_isolated_child_exits_with_its_owner(tmp_path):
     """The render child does not outlive the (Ray worker) process that started it."""
-    import os
     import subprocess
     import sys
     import time
@@ -258,8 +289,13 @@ def test_isolated_child_exits_with_its_owner(tmp_path):
     )
     log = tmp_path / "out.txt"
     with open(log, "w") as f:  # a file, not a pipe: a lingering child must not block the run
-        out = subprocess.run([sys.executable, "-c", script], stdout=f, stderr=subprocess.STDOUT, timeout=60,
-                             cwd=Path(__file__).resolve().parents[2])
+        out = subprocess.run(
+            [sys.executable, "-c", script],
+            stdout=f,
+            stderr=subprocess.STDOUT,
+            timeout=60,
+            cwd=Path(__file__).resolve().parents[2],
+        )
     assert out.returncode == 0, log.read_text()
     child = int(log.read_text().split()[0])
 

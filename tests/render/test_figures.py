@@ -6,7 +6,6 @@ from PIL import Image
 
 from ocrserve import parse_output, render_html, render_markdown
 from ocrserve.render import crop_figures
-
 from tests.support.corpus_util import doc_of, parse_corpus
 
 RAW = (
@@ -37,7 +36,10 @@ def test_crops_written_and_linked(tmp_path):
     assert diagram.markdown == "![flow A to B](images/doc_p1_b4.png)\n\nflow A to B"
     doc = doc_of(page)
     assert "![A red square](images/doc_p1_b1.png)" in render_markdown(doc)
-    assert '<figure><img src="images/doc_p1_b1.png" alt="A red square"><figcaption></figcaption></figure>' in render_html(doc)
+    assert (
+        '<figure><img src="images/doc_p1_b1.png" alt="A red square"><figcaption></figcaption></figure>'
+        in render_html(doc)
+    )
 
 
 def test_jpeg_and_rgba(tmp_path):

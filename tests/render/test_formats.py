@@ -9,9 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ocrserve import Document, Source, parse_output
-from ocrserve.pipeline.output import is_complete, load_existing, write_document
 from ocrserve.export.formats import DEFAULT_FORMATS, parse_formats, render_format
-
+from ocrserve.pipeline.output import is_complete, load_existing, write_document
 from tests.support.helpers import text_pdf
 
 
@@ -29,8 +28,10 @@ def _doc(tmp_path) -> Document:
     pdf = pdfium.PdfDocument.new()
     pdf.new_page(612, 792)
     pdf.save(str(src))
-    raw = ('<div data-bbox="[100, 100, 900, 200]" data-label="Section-Header"><h2>Scanned title</h2></div>'
-           '<div data-bbox="[100, 220, 900, 400]" data-label="Text"><p>Body text of the scan.</p></div>')
+    raw = (
+        '<div data-bbox="[100, 100, 900, 200]" data-label="Section-Header"><h2>Scanned title</h2></div>'
+        '<div data-bbox="[100, 220, 900, 400]" data-label="Text"><p>Body text of the scan.</p></div>'
+    )
     page = parse_output(raw, "chandra-1", (612, 792))
     return Document(source=Source(path=str(src), type="pdf", page_count=1), pages=[page])
 
@@ -56,7 +57,9 @@ def test_write_document_formats_and_completeness(tmp_path):
     folder = write_document(doc, out, "blank", formats=parse_formats("pdf,chunks"))
     assert sorted(p.name for p in folder.iterdir()) == ["blank.chunks.jsonl", "blank.json", "blank.pdf"]
     assert is_complete(load_existing(out, "blank"), None, formats=("json", "pdf", "chunks"))
-    assert not is_complete(load_existing(out, "blank"), None, formats=DEFAULT_FORMATS)  # no .md yet: a run wanting it redoes it
+    assert not is_complete(
+        load_existing(out, "blank"), None, formats=DEFAULT_FORMATS
+    )  # no .md yet: a run wanting it redoes it
     doc.source.path = str(tmp_path / "gone.pdf")
     with pytest.raises(OSError, match="searchable PDF: .*gone.pdf: no such file"):
         write_document(doc, out, "blank", formats=("json", "pdf"))
@@ -68,7 +71,9 @@ def test_cli_format_option(tmp_path):
 
     src = text_pdf(tmp_path / "born.pdf", pages=1, title="Formats")
     out = tmp_path / "out"
-    res = CliRunner().invoke(app, ["convert", str(src), "-o", str(out), "--engine", "lite", "--format", "md", "--format", "pdf,chunks"])
+    res = CliRunner().invoke(
+        app, ["convert", str(src), "-o", str(out), "--engine", "lite", "--format", "md", "--format", "pdf,chunks"]
+    )
     assert res.exit_code == 0, res.output
     files = sorted(p.name for p in (out / "born").iterdir())
     assert files == ["born.chunks.jsonl", "born.json", "born.md", "born.pdf"]
@@ -76,7 +81,9 @@ def test_cli_format_option(tmp_path):
     before = pdfium.PdfDocument(str(src))[0].get_textpage().get_text_range()
     assert pdfium.PdfDocument(str(out / "born" / "born.pdf"))[0].get_textpage().get_text_range() == before
     assert (out / "born" / "born.pdf").read_bytes() == src.read_bytes()  # nothing to add: the source as it is
-    chunks = [json.loads(line) for line in (out / "born" / "born.chunks.jsonl").read_text(encoding="utf-8").splitlines()]
+    chunks = [
+        json.loads(line) for line in (out / "born" / "born.chunks.jsonl").read_text(encoding="utf-8").splitlines()
+    ]
     assert chunks and chunks[0]["headings"] and "quick brown fox" in " ".join(c["text"] for c in chunks)
     res = CliRunner().invoke(app, ["convert", str(src), "-o", str(out), "--engine", "lite", "--format", "docx"])
     assert res.exit_code == 2 and "format docx: unknown" in res.output

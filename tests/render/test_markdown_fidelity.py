@@ -23,8 +23,28 @@ RENDERERS = {
     "python-markdown-tables": lambda s: pymarkdown.markdown(s, extensions=["tables"]),
 }
 # tags that only markup the model did not write could produce
-MARKUP = {"em", "strong", "del", "s", "h1", "h2", "h3", "h4", "h5", "h6", "ul", "ol", "li", "blockquote", "hr",
-          "pre", "code", "a", "img", "table"}
+MARKUP = {
+    "em",
+    "strong",
+    "del",
+    "s",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "ul",
+    "ol",
+    "li",
+    "blockquote",
+    "hr",
+    "pre",
+    "code",
+    "a",
+    "img",
+    "table",
+}
 
 TRICKY = [
     "call _init_ with 2*3*4",
@@ -91,8 +111,9 @@ def seen(rendered: str) -> tuple[str, list[str]]:
 
 
 def md_of(model_html: str, label: str = "Text") -> str:
-    return render_markdown(doc_of(parse_output(f'<div data-label="{label}">{model_html}</div>', "chandra-1",
-                                               (612, 792))))
+    return render_markdown(
+        doc_of(parse_output(f'<div data-label="{label}">{model_html}</div>', "chandra-1", (612, 792)))
+    )
 
 
 def _t(s: str) -> str:
@@ -117,9 +138,12 @@ def test_text_stays_text_in_a_paragraph(text):
 def test_text_stays_text_at_the_start_of_every_line(text):
     # after a <br>, after display math, in a list item, a heading and a caption
     _check(md_of(f"<p>first<br>{_t(text)}<br>{_t(text)}</p>"), f"first\n{text}\n{text}", {"br"})
-    _check(md_of(f"<p>x <math display=\"block\">y</math>{_t(text)}</p>"), f"x\n$$\ny\n$$\n{text}", set())
-    _check(md_of(f"<ul><li>{_t(text)}</li><li>a<br>{_t(text)}</li></ul>", "List-Group"), f"{text}\na\n{text}",
-           {"ul", "li", "br"})
+    _check(md_of(f'<p>x <math display="block">y</math>{_t(text)}</p>'), f"x\n$$\ny\n$$\n{text}", set())
+    _check(
+        md_of(f"<ul><li>{_t(text)}</li><li>a<br>{_t(text)}</li></ul>", "List-Group"),
+        f"{text}\na\n{text}",
+        {"ul", "li", "br"},
+    )
     _check(md_of(f"<h2>{_t(text)}</h2>", "Section-Header"), text, {"h2"})
     _check(md_of(f"<p>{_t(text)}</p>", "Section-Header"), text, {"h2"})
     _check(md_of(f"<p><b>{_t(text)}</b></p>", "Caption"), text, {"strong"})
@@ -149,8 +173,10 @@ def test_no_needless_escapes():
 
 
 def test_math_code_and_urls_keep_their_characters():
-    md = md_of('<p>Let <math>a_b * c_{d} ~ e</math> hold; run <code>f(*args, **kw) _x_ ~y~</code> '
-               'or <a href="https://x.org/a_b*c~d#e">the page</a>.</p>')
+    md = md_of(
+        "<p>Let <math>a_b * c_{d} ~ e</math> hold; run <code>f(*args, **kw) _x_ ~y~</code> "
+        'or <a href="https://x.org/a_b*c~d#e">the page</a>.</p>'
+    )
     assert md == "Let $a_b * c_{d} ~ e$ hold; run `f(*args, **kw) _x_ ~y~` or [the page](https://x.org/a_b*c~d#e).\n"
     code = md_of("<pre>*a* _b_ ~~c~~\n# d\n1. e\n&gt; f</pre>", "Code-Block")
     assert code == "```\n*a* _b_ ~~c~~\n# d\n1. e\n> f\n```\n"

@@ -35,9 +35,40 @@ RENDERERS = {
     "python-markdown-ext": lambda s: pymarkdown.markdown(s, extensions=["tables", "fenced_code"]),
 }
 
-TAGS = {"p", "a", "img", "em", "strong", "del", "s", "code", "pre", "ul", "ol", "li", "h1", "h2", "h3", "h4",
-        "h5", "h6", "table", "thead", "tbody", "tfoot", "tr", "td", "th", "caption", "br", "hr", "sup", "sub",
-        "blockquote", "u"}
+TAGS = {
+    "p",
+    "a",
+    "img",
+    "em",
+    "strong",
+    "del",
+    "s",
+    "code",
+    "pre",
+    "ul",
+    "ol",
+    "li",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "table",
+    "thead",
+    "tbody",
+    "tfoot",
+    "tr",
+    "td",
+    "th",
+    "caption",
+    "br",
+    "hr",
+    "sup",
+    "sub",
+    "blockquote",
+    "u",
+}
 ATTRS = {"href", "src", "alt", "title", "colspan", "rowspan", "start", "style", "align", "class"}
 BAD_URL = re.compile(r"^(javascript|vbscript|data|file):")
 
@@ -95,16 +126,24 @@ def _a(s: str) -> str:  # a payload as an attribute value
 CONTEXTS = {
     "text": lambda s: f'<div data-label="Text"><p>{_t(s)}</p></div>',
     "raw": lambda s: f'<div data-label="Text"><p>{s}</p></div>',
-    "link": lambda s: f'<div data-label="Text"><p><a href="{_a(s)}">{_t(s)}</a> and <a href="https://ok.org/{_a(s)}">ok</a></p></div>',
+    "link": lambda s: (
+        f'<div data-label="Text"><p><a href="{_a(s)}">{_t(s)}</a> and <a href="https://ok.org/{_a(s)}">ok</a></p></div>'
+    ),
     "alt": lambda s: f'<div data-label="Text"><img alt="{_a(s)}"></div>',
     "math": lambda s: f'<div data-label="Text"><p>x <math>{_t(s)}</math> y</p></div>',
     "display-math": lambda s: f'<div data-label="Equation-Block"><math display="block">{_t(s)}</math></div>',
     "code": lambda s: f'<div data-label="Text"><p>see <code>{_t(s)}</code></p></div>',
     "pre": lambda s: f'<div data-label="Code-Block"><pre>{_t(s)}</pre></div>',
     "code-block": lambda s: f'<div data-label="Code-Block">{_t(s)}</div>',
-    "table": lambda s: f'<div data-label="Table"><table><tr><th>{_t(s)}</th></tr><tr><td>{_t(s)}</td></tr></table></div>',
-    "span-table": lambda s: f'<div data-label="Table"><table><tr><td colspan="2">{_t(s)}</td></tr><tr><td>{_t(s)}</td><td><math>{_t(s)}</math></td></tr></table></div>',
-    "list": lambda s: f'<div data-label="List-Group"><ul><li>{_t(s)}</li><li><input type="checkbox" checked>{_t(s)}</li></ul></div>',
+    "table": lambda s: (
+        f'<div data-label="Table"><table><tr><th>{_t(s)}</th></tr><tr><td>{_t(s)}</td></tr></table></div>'
+    ),
+    "span-table": lambda s: (
+        f'<div data-label="Table"><table><tr><td colspan="2">{_t(s)}</td></tr><tr><td>{_t(s)}</td><td><math>{_t(s)}</math></td></tr></table></div>'
+    ),
+    "list": lambda s: (
+        f'<div data-label="List-Group"><ul><li>{_t(s)}</li><li><input type="checkbox" checked>{_t(s)}</li></ul></div>'
+    ),
     "heading": lambda s: f'<div data-label="Section-Header"><h2>{_t(s)}</h2></div>',
     "caption": lambda s: f'<div data-label="Caption"><p><b>{_t(s)}</b> <i>{_t(s)}</i> <sup>{_t(s)}</sup></p></div>',
 }
@@ -148,25 +187,86 @@ def test_known_hostile_strings_render_inert(context, payload):
 
 @pytest.mark.parametrize("payload", PAYLOADS)
 def test_figure_crop_links_keep_alt_and_caption_inert(payload):
-    b = Block(index=0, label="Image", bbox=[0, 0, 1, 1], bbox_norm=[0, 0, 1, 1],
-              html=f'<img alt="{_a(payload)}"><p>{_t(payload)}</p>', figure="images/p1_b0.png")
+    b = Block(
+        index=0,
+        label="Image",
+        bbox=[0, 0, 1, 1],
+        bbox_norm=[0, 0, 1, 1],
+        html=f'<img alt="{_a(payload)}"><p>{_t(payload)}</p>',
+        figure="images/p1_b0.png",
+    )
     md = block_markdown(b)
     assert md.startswith("![") and "](images/p1_b0.png)" in md
     assert_inert(md, f"figure: {payload!r}")
-    b = Block(index=0, label="Diagram", bbox=[0, 0, 1, 1], bbox_norm=[0, 0, 1, 1], html=f"<p>{_t(payload)}</p>",
-              figure="images/p1_b0.png")
+    b = Block(
+        index=0,
+        label="Diagram",
+        bbox=[0, 0, 1, 1],
+        bbox_norm=[0, 0, 1, 1],
+        html=f"<p>{_t(payload)}</p>",
+        figure="images/p1_b0.png",
+    )
     assert_inert(block_markdown(b), f"figure without img: {payload!r}")
 
 
-FRAGMENTS = ["<", ">", "&", "&lt;", "&#106;", "&#x3C;", "[", "]", "(", ")", "!", "`", "```", "\\", "$", "*", "_",
-             ":", '"', "'", "|", "-", "#", "\n", "\n\n", "    ", " ", "x", "javascript:", "JaVaScRiPt:", "vbscript:",
-             "data:text/html,", "alert(1)", "img", "script", "src=", "onerror=", "href=", "a", "svg", "/", "=",
-             "<!--", "-->", "<?", "www.x.org", "http://x.org", "mailto:x@y.z", "%0a", "\t", "{", "}"]
+FRAGMENTS = [
+    "<",
+    ">",
+    "&",
+    "&lt;",
+    "&#106;",
+    "&#x3C;",
+    "[",
+    "]",
+    "(",
+    ")",
+    "!",
+    "`",
+    "```",
+    "\\",
+    "$",
+    "*",
+    "_",
+    ":",
+    '"',
+    "'",
+    "|",
+    "-",
+    "#",
+    "\n",
+    "\n\n",
+    "    ",
+    " ",
+    "x",
+    "javascript:",
+    "JaVaScRiPt:",
+    "vbscript:",
+    "data:text/html,",
+    "alert(1)",
+    "img",
+    "script",
+    "src=",
+    "onerror=",
+    "href=",
+    "a",
+    "svg",
+    "/",
+    "=",
+    "<!--",
+    "-->",
+    "<?",
+    "www.x.org",
+    "http://x.org",
+    "mailto:x@y.z",
+    "%0a",
+    "\t",
+    "{",
+    "}",
+]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.sampled_from(FRAGMENTS), min_size=1, max_size=24).map("".join),
-       st.sampled_from(sorted(CONTEXTS)))
+@given(st.lists(st.sampled_from(FRAGMENTS), min_size=1, max_size=24).map("".join), st.sampled_from(sorted(CONTEXTS)))
 def test_generated_hostile_strings_render_inert(payload, context):
     page = parse_output(CONTEXTS[context](payload), "chandra-1", (612, 792))
     assert_inert(render_markdown(doc_of(page)), f"{context}: {payload!r}")
@@ -174,9 +274,16 @@ def test_generated_hostile_strings_render_inert(payload, context):
 
 def test_the_hostile_sweep_cases_before_and_after():
     """The three cases of the sweep: live under Python-Markdown before, plain text now."""
-    md = render_markdown(doc_of(parse_output(
-        '<div data-label="Text"><p>&lt;img src=x onerror=alert(1)&gt; and [x](javascript:alert(1))</p>'
-        '<img alt="&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;"></div>', "chandra-1", (612, 792))))
+    md = render_markdown(
+        doc_of(
+            parse_output(
+                '<div data-label="Text"><p>&lt;img src=x onerror=alert(1)&gt; and [x](javascript:alert(1))</p>'
+                '<img alt="&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;"></div>',
+                "chandra-1",
+                (612, 792),
+            )
+        )
+    )
     out = pymarkdown.markdown(md)
     assert "<img" not in out and "<script" not in out and "href" not in out
     assert "&lt;img src=x onerror=alert(1)&gt;" in out and "[x](javascript:alert(1))" in out

@@ -16,13 +16,16 @@ def _page(text: str):
 
 
 def _figure_doc():
-    raw = ('<div data-label="Text"><p>Before.</p></div>'
-           '<div data-label="Image"><img alt="A bar chart of sales"></div>'
-           '<div data-label="Figure"><p>Axis labels</p></div>')
+    raw = (
+        '<div data-label="Text"><p>Before.</p></div>'
+        '<div data-label="Image"><img alt="A bar chart of sales"></div>'
+        '<div data-label="Figure"><p>Axis labels</p></div>'
+    )
     page = parse_output(raw, "chandra-1", (612, 792))
     page.blocks[1].figure = "images/sample_p1_b1.png"
     page.blocks[2].figure = "images/sample_p1_b2.png"
     from ocrserve.render.markdown import block_markdown
+
     for b in page.blocks[1:]:
         b.markdown = block_markdown(b)
     return doc_of(page)

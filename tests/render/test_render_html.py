@@ -10,7 +10,6 @@ import pytest
 from ocrserve import parse_output, render_html
 from ocrserve.document import Block, Page
 from ocrserve.profiles import CHANDRA1_TAGS
-
 from tests.support.corpus_util import corpus_files, doc_of, parse_corpus, profile_for, unsafe_html_findings
 
 ALLOWED = set(CHANDRA1_TAGS) | {"div", "chem"}
@@ -71,7 +70,9 @@ def test_hostile_corpus_neutralized():
     out = render_html(doc_of(page))
     assert unsafe_html_findings(out, ALLOWED) == []
     for n in range(1, 33):
-        assert f"alert({n})" not in out.replace("&lt;script&gt;alert(23)", "").replace("&lt;script&gt;alert(27)", "") or n in (16,), n
+        assert f"alert({n})" not in out.replace("&lt;script&gt;alert(23)", "").replace(
+            "&lt;script&gt;alert(27)", ""
+        ) or n in (16,), n
     assert '<a href="https://example.org/ok">ok link</a>' in out
     assert '<p style="color:red">Red is fine</p>' in out
     assert "Text that mentions &lt;script&gt;alert(27)&lt;/script&gt; as an example." in out
@@ -91,9 +92,14 @@ def test_math_rendered_as_math_elements_with_escaped_latex():
 
 def test_hostile_block_fields_escaped():
     """Blocks built by hand (or loaded from a tampered JSON) are sanitized again."""
-    b = Block(index=0, label='X"><script>alert(1)</script>', bbox=[0, 0, 1, 1], bbox_norm=[0, 0, 1, 1],
-              html='<p onclick="alert(2)">hi</p><script>alert(3)</script><a href="javascript:alert(4)">a</a>'
-                   '<img src="x" onerror="alert(5)"><iframe src="https://evil.example"></iframe>')
+    b = Block(
+        index=0,
+        label='X"><script>alert(1)</script>',
+        bbox=[0, 0, 1, 1],
+        bbox_norm=[0, 0, 1, 1],
+        html='<p onclick="alert(2)">hi</p><script>alert(3)</script><a href="javascript:alert(4)">a</a>'
+        '<img src="x" onerror="alert(5)"><iframe src="https://evil.example"></iframe>',
+    )
     page = Page(index=0, width=1, height=1, blocks=[b], status="failed", error="<img src=x onerror=alert(6)>")
     out = render_html(doc_of(page, path='"><script>alert(7)</script>.pdf'))
     assert unsafe_html_findings(out, ALLOWED) == []
@@ -130,7 +136,9 @@ def test_javascript_url_hidden_in_math_does_not_reach_block_html():
     """Math is put back into attribute values before the URL check (reviewer's repro)."""
     import ocrserve
 
-    raw = ('<div data-bbox="0 0 500 500" data-label="Text"><p><a href="<math>javascript:alert(1)</math>">click</a>'
-           '<img alt="x" src="<math>jav&#x09;ascript:1</math>"></p></div>')
+    raw = (
+        '<div data-bbox="0 0 500 500" data-label="Text"><p><a href="<math>javascript:alert(1)</math>">click</a>'
+        '<img alt="x" src="<math>jav&#x09;ascript:1</math>"></p></div>'
+    )
     block = ocrserve.parse_output(raw, "chandra-1", (612, 792)).blocks[0]
     assert "javascript" not in block.html.lower() and "click" in block.html

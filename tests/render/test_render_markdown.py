@@ -9,8 +9,15 @@ import pytest
 from ocrserve import parse_output, render_markdown
 from ocrserve.document import Block
 from ocrserve.render.markdown import HEADER_FOOTER, block_markdown
-
-from tests.support.corpus_util import contains_run, corpus_files, doc_of, markdown_tokens, parse_corpus, profile_for, text_tokens
+from tests.support.corpus_util import (
+    contains_run,
+    corpus_files,
+    doc_of,
+    markdown_tokens,
+    parse_corpus,
+    profile_for,
+    text_tokens,
+)
 
 
 def _md(raw: str, profile: str = "chandra-1", **kw) -> str:
@@ -65,12 +72,7 @@ def test_simple_table_as_github_table():
 
 def test_table_pipes_and_line_breaks_escaped_in_cells():
     md = parse_corpus("c1_tables_spans.html").blocks[3].markdown
-    assert md.splitlines() == [
-        "| Name | Pipe \\| value |",
-        "|---|---|",
-        "| alpha | 1 \\| 2 |",
-        "| beta<br>gamma | 3 |",
-    ]
+    assert md.splitlines() == ["| Name | Pipe \\| value |", "|---|---|", "| alpha | 1 \\| 2 |", "| beta<br>gamma | 3 |"]
 
 
 def test_table_without_header_row_and_ragged_rows():
@@ -165,8 +167,9 @@ def test_figure_with_crop_links_image():
 
 
 def test_figure_crop_without_img_tag_gets_alt_from_text():
-    b = Block(index=0, label="Diagram", bbox=[0, 0, 1, 1], bbox_norm=[0, 0, 1, 1], html="<p>A to B</p>",
-              figure="images/d.png")
+    b = Block(
+        index=0, label="Diagram", bbox=[0, 0, 1, 1], bbox_norm=[0, 0, 1, 1], html="<p>A to B</p>", figure="images/d.png"
+    )
     assert block_markdown(b) == "![A to B](images/d.png)\n\nA to B"
 
 

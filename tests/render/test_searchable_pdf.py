@@ -17,20 +17,18 @@ from PIL import Image, ImageDraw
 
 import ocrserve
 from ocrserve import Document, Source, parse_output
+from ocrserve.export.searchable_pdf import SearchablePdfError, layout_block, searchable_pdf
 from ocrserve.ingest.pdf.textlayer import extract_chars
 from ocrserve.labels import FIGURE_LABELS
-from ocrserve.export.searchable_pdf import SearchablePdfError, layout_block, searchable_pdf
-
-from tests.support.helpers import text_pdf
-from tests.support.helpers import start_chromium, stop_process
+from tests.support.helpers import start_chromium, stop_process, text_pdf
 
 RAW = (
     '<div data-bbox="[100, 60, 700, 120]" data-label="Section-Header"><h2>Results of the survey</h2></div>'
     '<div data-bbox="[100, 150, 920, 380]" data-label="Text"><p>The quick brown fox jumps over the lazy dog, '
-    'again and again, until the dog wakes up. Greek \u03a9mega, CJK \u6f22\u5b57 and an astral \U0001d49c '
-    'letter all survive the round trip.</p></div>'
+    "again and again, until the dog wakes up. Greek \u03a9mega, CJK \u6f22\u5b57 and an astral \U0001d49c "
+    "letter all survive the round trip.</p></div>"
     '<div data-bbox="[100, 420, 920, 600]" data-label="Table"><table><tr><th>Name</th><th>Score</th></tr>'
-    '<tr><td>alpha</td><td>12</td></tr><tr><td>beta</td><td>7</td></tr></table></div>'
+    "<tr><td>alpha</td><td>12</td></tr><tr><td>beta</td><td>7</td></tr></table></div>"
     '<div data-bbox="[100, 640, 500, 900]" data-label="Image"><img alt="a red square standing for a photo"/></div>'
     '<div data-bbox="[560, 640, 920, 700]" data-label="Equation-Block"><math display="block">E = mc^2</math></div>'
 )
@@ -179,8 +177,10 @@ def test_image_region_without_text_gets_a_layer_the_text_keeps_its_own(tmp_path)
     c.drawImage(ImageReader(shot), 72, 200, width=400, height=200)  # y 392..592 from the top
     c.showPage()
     c.save()
-    raw = ('<div data-bbox="[117, 85, 900, 285]" data-label="Text"><p>Line 0: born-digital words</p></div>'
-           '<div data-bbox="[130, 510, 750, 730]" data-label="Text"><p>Words only in the screenshot</p></div>')
+    raw = (
+        '<div data-bbox="[117, 85, 900, 285]" data-label="Text"><p>Line 0: born-digital words</p></div>'
+        '<div data-bbox="[130, 510, 750, 730]" data-label="Text"><p>Words only in the screenshot</p></div>'
+    )
     parsed = parse_output(raw, "chandra-1", (612, 792))
     before = pdfium.PdfDocument(str(src))
     out = pdfium.PdfDocument(searchable_pdf(_doc(src, "pdf", [parsed])))
@@ -188,8 +188,14 @@ def test_image_region_without_text_gets_a_layer_the_text_keeps_its_own(tmp_path)
     layer = "".join(c.text for c in chars if c.invisible)
     assert layer == _flat("Words only in the screenshot")  # the text-layer block gets no second copy
     x0, y0, x1, y1 = _block_boxes(parsed.blocks[1], extract_chars(out[0])[1])
-    assert all(x0 - 0.01 <= c.x0 and c.x1 <= x1 + 0.01 and y0 - 0.01 <= c.y0 and c.y1 <= y1 + 0.01 for c in chars if c.invisible)
-    assert len(chars) - len(layer) == len([c for c in extract_chars(before[0])[0] if not c.generated and not c.text.isspace()])
+    assert all(
+        x0 - 0.01 <= c.x0 and c.x1 <= x1 + 0.01 and y0 - 0.01 <= c.y0 and c.y1 <= y1 + 0.01
+        for c in chars
+        if c.invisible
+    )
+    assert len(chars) - len(layer) == len(
+        [c for c in extract_chars(before[0])[0] if not c.generated and not c.text.isspace()]
+    )
     assert _render(out[0]) == _render(before[0])
 
 
@@ -199,8 +205,10 @@ def test_rotated_page_layer_lies_upright_in_the_boxes(tmp_path):
     page = pdf.new_page(300, 500)
     page.set_rotation(90)  # displayed 500 x 300
     pdf.save(str(src))
-    raw = ('<div data-bbox="[100, 100, 900, 300]" data-label="Text"><p>Sideways page, upright text</p></div>'
-           '<div data-bbox="[100, 500, 600, 900]" data-label="Text"><p>Second block of words here</p></div>')
+    raw = (
+        '<div data-bbox="[100, 100, 900, 300]" data-label="Text"><p>Sideways page, upright text</p></div>'
+        '<div data-bbox="[100, 500, 600, 900]" data-label="Text"><p>Second block of words here</p></div>'
+    )
     parsed = parse_output(raw, "chandra-1", (500, 300))
     out = pdfium.PdfDocument(searchable_pdf(_doc(src, "pdf", [parsed])))
     check_layer(out[0], parsed.blocks)

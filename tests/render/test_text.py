@@ -9,11 +9,13 @@ from ocrserve.render import render_text
 from ocrserve.render.markdown import PAGE_RULE
 from tests.support.corpus_util import doc_of
 
-RAW = ('<div data-label="Page-Header"><p>ACME quarterly</p></div>'
-       '<div data-label="Section-Header"><h2>Results <b>2024</b></h2></div>'
-       '<div data-label="Text"><p>Sales rose by <i>*12%*</i>.<br>Costs fell.</p></div>'
-       '<div data-label="List-Group"><ul><li>first</li><li>second</li></ul></div>'
-       '<div data-label="Page-Footer"><p>page 1</p></div>')
+RAW = (
+    '<div data-label="Page-Header"><p>ACME quarterly</p></div>'
+    '<div data-label="Section-Header"><h2>Results <b>2024</b></h2></div>'
+    '<div data-label="Text"><p>Sales rose by <i>*12%*</i>.<br>Costs fell.</p></div>'
+    '<div data-label="List-Group"><ul><li>first</li><li>second</li></ul></div>'
+    '<div data-label="Page-Footer"><p>page 1</p></div>'
+)
 
 
 def _page(raw: str):

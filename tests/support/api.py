@@ -34,8 +34,14 @@ def free_port() -> int:
 class ApiProcess:
     """`ocrserve api` as a subprocess in its own process group (so its render workers go with it)."""
 
-    def __init__(self, server: str | None, data_dir: Path, env: dict[str, str] | None = None,
-                 log_path: Path | None = None, engine: str | None = None):
+    def __init__(
+        self,
+        server: str | None,
+        data_dir: Path,
+        env: dict[str, str] | None = None,
+        log_path: Path | None = None,
+        engine: str | None = None,
+    ):
         self.server, self.data_dir, self.extra_env, self.engine = server, data_dir, env or {}, engine
         self.log_path = log_path or data_dir.parent / f"{data_dir.name}.log"
         self.proc: subprocess.Popen | None = None
@@ -45,15 +51,30 @@ class ApiProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 60.0) -> "ApiProcess":
+    def start(self, timeout: float = 60.0) -> ApiProcess:
         self.port = free_port()
         env = {**os.environ, "PYTHONPATH": str(ROOT), **self.extra_env}
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "ocrserve.cli", "api", "--port", str(self.port), "--host", "127.0.0.1",
-                 "--data-dir", str(self.data_dir)]
-                + (["--server", self.server] if self.server else []) + (["--engine", self.engine] if self.engine else []),
-                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                [
+                    sys.executable,
+                    "-m",
+                    "ocrserve.cli",
+                    "api",
+                    "--port",
+                    str(self.port),
+                    "--host",
+                    "127.0.0.1",
+                    "--data-dir",
+                    str(self.data_dir),
+                ]
+                + (["--server", self.server] if self.server else [])
+                + (["--engine", self.engine] if self.engine else []),
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

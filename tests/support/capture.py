@@ -37,10 +37,22 @@ class Capture:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 cap.bodies.append(body)
-                self._json({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                            "choices": [{"index": 0, "finish_reason": cap.finish,
-                                         "message": {"role": "assistant", "content": cap.content}}],
-                            "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}})
+                self._json(
+                    {
+                        "id": "x",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": body["model"],
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": cap.finish,
+                                "message": {"role": "assistant", "content": cap.content},
+                            }
+                        ],
+                        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+                    }
+                )
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), H)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import html
-from html.parser import HTMLParser
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 from ocrserve import Document, Page, parse_output
@@ -59,7 +59,7 @@ def contains_run(haystack: list[str], needle: list[str]) -> bool:
     if not needle:
         return True
     first, n = needle[0], len(needle)
-    return any(haystack[i:i + n] == needle for i in range(len(haystack) - n + 1) if haystack[i] == first)
+    return any(haystack[i : i + n] == needle for i in range(len(haystack) - n + 1) if haystack[i] == first)
 
 
 class _TagCollector(HTMLParser):

@@ -18,7 +18,9 @@ def text_pdf(path: Path, pages: int = 3, size=(612, 792), title: str = "Doc") ->
         c.drawString(72, size[1] - 90, f"{title} page {i + 1}")
         c.setFont("Helvetica", 11)
         for j in range(12):
-            c.drawString(72, size[1] - 130 - 16 * j, f"Line {j} of page {i + 1}: the quick brown fox jumps over the lazy dog.")
+            c.drawString(
+                72, size[1] - 130 - 16 * j, f"Line {j} of page {i + 1}: the quick brown fox jumps over the lazy dog."
+            )
         c.showPage()
     c.save()
     return path
@@ -95,17 +97,35 @@ def start_chromium(chromium: str, profile: Path, window: str, timeout: float = 9
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     proc = subprocess.Popen(
-        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync",
-         "--disable-background-networking", "--disable-component-update", "--disable-dev-shm-usage",
-         f"--user-data-dir={profile}", f"--remote-debugging-port={port}", "--remote-allow-origins=*",
-         f"--window-size={window}", "about:blank"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-sync",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-dev-shm-usage",
+            f"--user-data-dir={profile}",
+            f"--remote-debugging-port={port}",
+            "--remote-allow-origins=*",
+            f"--window-size={window}",
+            "about:blank",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + timeout
     try:
         while True:
             try:
-                pages = [t for t in httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=2).json()
-                         if t.get("type") == "page"]
+                pages = [
+                    t
+                    for t in httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=2).json()
+                    if t.get("type") == "page"
+                ]
                 if pages:
                     return proc, pages[0]["webSocketDebuggerUrl"]
             except httpx.HTTPError:

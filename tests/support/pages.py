@@ -9,10 +9,19 @@ from PIL import Image, ImageDraw
 # PDF page sizes in points: Letter, Legal, A3/A4/A5 both ways, Tabloid, 16:9 slides, a receipt strip,
 # a tiny label, a poster
 PAGES = {
-    "letter": (612, 792), "legal": (612, 1008), "a4": (595.28, 841.89), "a4-landscape": (841.89, 595.28),
-    "a3": (841.89, 1190.55), "a3-landscape": (1190.55, 841.89), "a5": (419.53, 595.28),
-    "a5-landscape": (595.28, 419.53), "tabloid": (792, 1224), "slide": (960, 540), "receipt": (226.77, 1133.86),
-    "label": (144, 72), "poster": (1684, 2384),
+    "letter": (612, 792),
+    "legal": (612, 1008),
+    "a4": (595.28, 841.89),
+    "a4-landscape": (841.89, 595.28),
+    "a3": (841.89, 1190.55),
+    "a3-landscape": (1190.55, 841.89),
+    "a5": (419.53, 595.28),
+    "a5-landscape": (595.28, 419.53),
+    "tabloid": (792, 1224),
+    "slide": (960, 540),
+    "receipt": (226.77, 1133.86),
+    "label": (144, 72),
+    "poster": (1684, 2384),
 }
 
 

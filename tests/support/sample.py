@@ -54,24 +54,44 @@ OUTRO_RIGHT = (
 HEADER = "Delta Survey Report"
 
 SAMPLE_TEXT = {
-    "title": TITLE, "intro": INTRO, "h_methods": H_METHODS, "left": LEFT, "right": RIGHT,
-    "h_results": H_RESULTS, "table": TABLE, "h_next": H_NEXT, "list": LIST,
-    "outro_left": OUTRO_LEFT, "outro_right": OUTRO_RIGHT, "header": HEADER,
+    "title": TITLE,
+    "intro": INTRO,
+    "h_methods": H_METHODS,
+    "left": LEFT,
+    "right": RIGHT,
+    "h_results": H_RESULTS,
+    "table": TABLE,
+    "h_next": H_NEXT,
+    "list": LIST,
+    "outro_left": OUTRO_LEFT,
+    "outro_right": OUTRO_RIGHT,
+    "header": HEADER,
 }
 
 
 ENCRYPTED_PASSWORD = "secret"
 
 
-def build_sample_pdf(path: str | Path, *, pagesize: tuple[float, float] | None = None,
-                     password: str | None = None) -> Path:
+def build_sample_pdf(
+    path: str | Path, *, pagesize: tuple[float, float] | None = None, password: str | None = None
+) -> Path:
     """Write the two-page sample PDF to `path` (A5 by default), encrypted when a password is given."""
     from reportlab.lib import colors, pdfencrypt
     from reportlab.lib.pagesizes import A5
     from reportlab.lib.styles import ParagraphStyle
-    from reportlab.platypus import (BaseDocTemplate, Frame, FrameBreak, ListFlowable, ListItem,
-                                    NextPageTemplate, PageTemplate, Paragraph, Spacer, Table,
-                                    TableStyle)
+    from reportlab.platypus import (
+        BaseDocTemplate,
+        Frame,
+        FrameBreak,
+        ListFlowable,
+        ListItem,
+        NextPageTemplate,
+        PageTemplate,
+        Paragraph,
+        Spacer,
+        Table,
+        TableStyle,
+    )
 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -102,29 +122,59 @@ def build_sample_pdf(path: str | Path, *, pagesize: tuple[float, float] | None =
         Frame(m, m, colw, H - 2 * m - 270, id="left2"),
         Frame(m + colw + gutter, m, colw, H - 2 * m - 270, id="right2"),
     ]
-    doc = BaseDocTemplate(str(path), pagesize=(W, H), leftMargin=m, rightMargin=m, topMargin=m,
-                          bottomMargin=m, title=TITLE, author="ocrserve",
-                          encrypt=pdfencrypt.StandardEncryption(password, canPrint=1) if password else None)
-    doc.addPageTemplates([PageTemplate("first", first, onPage=decorate),
-                          PageTemplate("second", second, onPage=decorate)])
+    doc = BaseDocTemplate(
+        str(path),
+        pagesize=(W, H),
+        leftMargin=m,
+        rightMargin=m,
+        topMargin=m,
+        bottomMargin=m,
+        title=TITLE,
+        author="ocrserve",
+        encrypt=pdfencrypt.StandardEncryption(password, canPrint=1) if password else None,
+    )
+    doc.addPageTemplates(
+        [PageTemplate("first", first, onPage=decorate), PageTemplate("second", second, onPage=decorate)]
+    )
     table = Table(TABLE, colWidths=[(W - 2 * m) / 4] * 4)
-    table.setStyle(TableStyle([
-        ("FONT", (0, 0), (-1, 0), "Helvetica-Bold", 9),
-        ("FONT", (0, 1), (-1, -1), "Helvetica", 9),
-        ("LINEBELOW", (0, 0), (-1, 0), 0.6, colors.black),
-        ("BOTTOMPADDING", (0, 0), (-1, -1), 4),
-    ]))
+    table.setStyle(
+        TableStyle(
+            [
+                ("FONT", (0, 0), (-1, 0), "Helvetica-Bold", 9),
+                ("FONT", (0, 1), (-1, -1), "Helvetica", 9),
+                ("LINEBELOW", (0, 0), (-1, 0), 0.6, colors.black),
+                ("BOTTOMPADDING", (0, 0), (-1, -1), 4),
+            ]
+        )
+    )
     story = [
-        Paragraph(TITLE, h1), Paragraph(INTRO, body), Paragraph(H_METHODS, h2), FrameBreak(),
-        *[Paragraph(t, body) for t in LEFT], FrameBreak(),
-        *[Paragraph(t, body) for t in RIGHT], FrameBreak(),
-        Spacer(1, 4), Paragraph("Station readings are summarised on the next page.", body),
-        NextPageTemplate("second"), FrameBreak(),
-        Paragraph(H_RESULTS, h2), table, Spacer(1, 10), Paragraph(H_NEXT, h2),
-        ListFlowable([ListItem(Paragraph(t, body), leftIndent=12) for t in LIST], bulletType="bullet",
-                     start="\u2022", leftIndent=12, bulletFontSize=9),
+        Paragraph(TITLE, h1),
+        Paragraph(INTRO, body),
+        Paragraph(H_METHODS, h2),
         FrameBreak(),
-        Paragraph(OUTRO_LEFT, body), FrameBreak(), Paragraph(OUTRO_RIGHT, body),
+        *[Paragraph(t, body) for t in LEFT],
+        FrameBreak(),
+        *[Paragraph(t, body) for t in RIGHT],
+        FrameBreak(),
+        Spacer(1, 4),
+        Paragraph("Station readings are summarised on the next page.", body),
+        NextPageTemplate("second"),
+        FrameBreak(),
+        Paragraph(H_RESULTS, h2),
+        table,
+        Spacer(1, 10),
+        Paragraph(H_NEXT, h2),
+        ListFlowable(
+            [ListItem(Paragraph(t, body), leftIndent=12) for t in LIST],
+            bulletType="bullet",
+            start="\u2022",
+            leftIndent=12,
+            bulletFontSize=9,
+        ),
+        FrameBreak(),
+        Paragraph(OUTRO_LEFT, body),
+        FrameBreak(),
+        Paragraph(OUTRO_RIGHT, body),
     ]
     doc.build(story)
     return path

@@ -13,15 +13,19 @@ import importlib
 import os
 import sys
 import types
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDERS = {
-    "0.1.8": Path(os.environ.get("OCRSERVE_CHANDRA_018", ROOT / ".venv" / "upstream" / "chandra-0.1.8")),
-}
-MODULES = ("chandra.settings", "chandra.prompts", "chandra.input", "chandra.model.schema", "chandra.model.util",
-           "chandra.model.vllm")
+FOLDERS = {"0.1.8": Path(os.environ.get("OCRSERVE_CHANDRA_018", ROOT / ".venv" / "upstream" / "chandra-0.1.8"))}
+MODULES = (
+    "chandra.settings",
+    "chandra.prompts",
+    "chandra.input",
+    "chandra.model.schema",
+    "chandra.model.util",
+    "chandra.model.vllm",
+)
 # which release is each profile's reference client
 RELEASE = {"chandra-1": "0.1.8", "chandra-2": "0.2.0"}
 
@@ -30,7 +34,7 @@ def _ours(name: str) -> bool:
     return name == "chandra" or name.startswith("chandra.")
 
 
-@lru_cache(maxsize=None)
+@cache
 def client(version: str) -> types.SimpleNamespace:
     """The release's modules, by their last name: .settings, .prompts, .input, .util, .vllm, .schema."""
     saved = {k: v for k, v in sys.modules.items() if _ours(k)}
@@ -38,8 +42,10 @@ def client(version: str) -> types.SimpleNamespace:
         del sys.modules[k]
     folder = FOLDERS.get(version)
     if folder is not None and not (folder / "chandra").is_dir():
-        raise AssertionError(f"chandra-ocr {version} is not installed in {folder}: run .ci/run (it installs it with "
-                             f"pip install --no-deps --target {folder} chandra-ocr=={version})")
+        raise AssertionError(
+            f"chandra-ocr {version} is not installed in {folder}: run .ci/run (it installs it with "
+            f"pip install --no-deps --target {folder} chandra-ocr=={version})"
+        )
     if folder is not None:
         sys.path.insert(0, str(folder))
     try:

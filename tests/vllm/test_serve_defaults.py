@@ -35,7 +35,7 @@ def serve(*args: str) -> tuple[int, str, str, list[list[str]]]:
     """exit code, stdout, stderr and the vLLM command lines of `ocrserve serve --dry-run ARGS`."""
     r = CliRunner().invoke(app, ["serve", "--dry-run", "--vllm-bin", "vllm", *args])
     cmds = [shlex.split(line.split("] ", 1)[1]) for line in r.stdout.splitlines() if line.startswith("  [")]
-    return r.exit_code, r.stdout, r.stderr, [c[c.index("vllm"):] for c in cmds]
+    return r.exit_code, r.stdout, r.stderr, [c[c.index("vllm") :] for c in cmds]
 
 
 def _flag(argv: list[str], name: str) -> str:
@@ -46,7 +46,10 @@ def _flag(argv: list[str], name: str) -> str:
 def test_serve_defaults_to_chandra2_in_bf16_with_its_launchers_flags(gpu_80):
     code, out, err, (argv,) = serve()
     assert code == 0, (out, err)
-    assert out.startswith("chandra-2 (datalab-to/chandra-ocr-2) on GPU 0") and "memory plan (lean, bf16) on a 80.0 GiB" in out
+    assert (
+        out.startswith("chandra-2 (datalab-to/chandra-ocr-2) on GPU 0")
+        and "memory plan (lean, bf16) on a 80.0 GiB" in out
+    )
     assert argv[:3] == ["vllm", "serve", "datalab-to/chandra-ocr-2"]
     assert "--quantization" not in argv and "--kv-cache-dtype" not in argv and "fp8" not in argv
     assert json.loads(_flag(argv, "--mm-processor-kwargs")) == UPSTREAM_MM
@@ -89,7 +92,11 @@ def test_the_lean_bf16_plan_fits_80_and_24_gib_cards(model, gib, seqs):
         assert n == seqs and "do not fit" not in err
     else:
         assert 8 <= n < 128, n
-        assert f"the lean plan is sized for {n}" in err and "--quantization fp8 fits" in err and "changes the output" in err
+        assert (
+            f"the lean plan is sized for {n}" in err
+            and "--quantization fp8 fits" in err
+            and "changes the output" in err
+        )
 
 
 def test_a_card_too_small_for_one_page_in_bf16_names_fp8():
@@ -103,8 +110,9 @@ def test_a_card_too_small_for_one_page_in_bf16_names_fp8():
 def test_an_explicit_concurrency_is_planned_as_asked():
     code, out, err, _ = serve("--model", "chandra-2", "--gpu-memory-gib", "24", "--concurrency", "128")
     assert code == 2 and "needs" in err and "but the GPU has 24.0 GiB" in err and "--quantization fp8" in err
-    code, out, err, _ = serve("--model", "chandra-2", "--gpu-memory-gib", "24", "--concurrency", "128",
-                              "--quantization", "fp8")
+    code, out, err, _ = serve(
+        "--model", "chandra-2", "--gpu-memory-gib", "24", "--concurrency", "128", "--quantization", "fp8"
+    )
     assert code == 2 and "--quantization fp8" not in err, err  # already fp8: not suggested again
     code, _, err, (argv,) = serve("--model", "chandra-2", "--gpu-memory-gib", "24", "--concurrency", "16")
     assert code == 0 and _flag(argv, "--max-num-seqs") == "16" and "do not fit" not in err

@@ -58,19 +58,48 @@ def fake(tmp_path: Path):
     pidfile = tmp_path / "pids"
 
     def make(mode: str = "healthy", n: int = 1, **env_and_kw) -> Supervisor:
-        kw = {k: env_and_kw.pop(k) for k in list(env_and_kw) if k in
-              ("health_timeout", "max_restarts", "backoff_s", "grace_s")}
-        env = {**os.environ, "FAKE_VLLM_MODE": mode, "FAKE_VLLM_PIDFILE": str(pidfile),
-               "FAKE_VLLM_STATE": str(tmp_path / "starts"), **{k: str(v) for k, v in env_and_kw.items()}}
+        kw = {
+            k: env_and_kw.pop(k)
+            for k in list(env_and_kw)
+            if k in ("health_timeout", "max_restarts", "backoff_s", "grace_s")
+        }
+        env = {
+            **os.environ,
+            "FAKE_VLLM_MODE": mode,
+            "FAKE_VLLM_PIDFILE": str(pidfile),
+            "FAKE_VLLM_STATE": str(tmp_path / "starts"),
+            **{k: str(v) for k, v in env_and_kw.items()},
+        }
         procs = []
         for i in range(n):
             port = free_port()
-            procs.append(ProcessSpec(name=f"replica-{i}", role="replica", port=port,
-                                     argv=[sys.executable, str(FAKE), "serve", "m", "--host", "127.0.0.1",
-                                           "--port", str(port), "--served-model-name", "chandra"]))
+            procs.append(
+                ProcessSpec(
+                    name=f"replica-{i}",
+                    role="replica",
+                    port=port,
+                    argv=[
+                        sys.executable,
+                        str(FAKE),
+                        "serve",
+                        "m",
+                        "--host",
+                        "127.0.0.1",
+                        "--port",
+                        str(port),
+                        "--served-model-name",
+                        "chandra",
+                    ],
+                )
+            )
         layout = Layout(parallel="dp", processes=procs, endpoints=[f"{p.url}/v1" for p in procs])
-        sup = Supervisor(layout, tmp_path / "logs", poll_s=0.1, env=env,
-                         **{"health_timeout": 20.0, "backoff_s": 0.2, "grace_s": 3.0, **kw})
+        sup = Supervisor(
+            layout,
+            tmp_path / "logs",
+            poll_s=0.1,
+            env=env,
+            **{"health_timeout": 20.0, "backoff_s": 0.2, "grace_s": 3.0, **kw},
+        )
         sups.append(sup)
         return sup
 
@@ -125,12 +154,10 @@ def test_replica_that_keeps_dying_gives_up_with_reason(fake):
     assert no_orphans(fake.pidfile)
 
 
-@pytest.mark.parametrize("mode,reason", [
-    ("oom", "out of GPU memory"),
-    ("nogpu", "no usable GPU"),
-    ("notfound", "model not found"),
-    ("offline", "offline"),
-])
+@pytest.mark.parametrize(
+    "mode,reason",
+    [("oom", "out of GPU memory"), ("nogpu", "no usable GPU"), ("notfound", "model not found"), ("offline", "offline")],
+)
 def test_failed_start_names_the_reason(fake, mode, reason):
     sup = fake(mode)
     with pytest.raises(ServeError) as e:
@@ -151,8 +178,12 @@ def test_health_timeout_is_an_error_and_kills_the_child(fake):
 def test_attach_to_healthy_server(fake):
     port = free_port()
     env = {**os.environ, "FAKE_VLLM_MODE": "healthy"}
-    ext = subprocess.Popen([sys.executable, str(FAKE), "serve", "m", "--port", str(port)], env=env,
-                           stdout=subprocess.DEVNULL, start_new_session=True)
+    ext = subprocess.Popen(
+        [sys.executable, str(FAKE), "serve", "m", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         assert wait_until(lambda: probe(f"http://127.0.0.1:{port}"), 15)
         sup = fake("oom")  # would fail if it spawned
@@ -180,18 +211,38 @@ def test_port_taken_by_something_else(fake):
 
 def test_diagnose_vllm_messages():
     assert diagnose("OSError: [Errno 98] Address already in use") == "port in use"
-    assert diagnose("ValueError: ... (13.5 GiB KV cache is needed, which is larger than the available KV cache "
-                    "memory (1.2 GiB)").startswith("out of GPU memory")
+    assert diagnose(
+        "ValueError: ... (13.5 GiB KV cache is needed, which is larger than the available KV cache memory (1.2 GiB)"
+    ).startswith("out of GPU memory")
     assert diagnose("vllm: error: unrecognized arguments: --bogus") == "vLLM rejected a flag"
     assert diagnose("INFO all good") is None
 
 
 def _start_serve(tmp_path: Path, pidfile: Path, delay: str, extra_env: dict, *args: str) -> subprocess.Popen:
     """`ocrserve serve` for one GPU over the fake vllm (healthy after `delay` seconds)."""
-    env = {**os.environ, "FAKE_VLLM_MODE": "healthy", "FAKE_VLLM_DELAY": delay, "FAKE_VLLM_PIDFILE": str(pidfile),
-           "OCRSERVE_VLLM_BIN": f"{sys.executable} {FAKE}", **extra_env}
-    cmd = [sys.executable, "-m", "ocrserve.cli", "serve", "--model", "chandra-1", "--gpu-memory-gib", "139.8",
-           "--gpus", "0", "--log-dir", str(tmp_path / "logs"), *args]
+    env = {
+        **os.environ,
+        "FAKE_VLLM_MODE": "healthy",
+        "FAKE_VLLM_DELAY": delay,
+        "FAKE_VLLM_PIDFILE": str(pidfile),
+        "OCRSERVE_VLLM_BIN": f"{sys.executable} {FAKE}",
+        **extra_env,
+    }
+    cmd = [
+        sys.executable,
+        "-m",
+        "ocrserve.cli",
+        "serve",
+        "--model",
+        "chandra-1",
+        "--gpu-memory-gib",
+        "139.8",
+        "--gpus",
+        "0",
+        "--log-dir",
+        str(tmp_path / "logs"),
+        *args,
+    ]
     return subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -234,8 +285,16 @@ def test_cli_serve_with_the_ocr_api_in_front(tmp_path: Path):
 
     port, api_port = free_port(), free_port()
     pidfile = tmp_path / "pids"
-    p = _start_serve(tmp_path, pidfile, "0.2", {"OCRSERVE_DATA_DIR": str(tmp_path / "data")},
-                     "--port", str(port), "--api-port", str(api_port))
+    p = _start_serve(
+        tmp_path,
+        pidfile,
+        "0.2",
+        {"OCRSERVE_DATA_DIR": str(tmp_path / "data")},
+        "--port",
+        str(port),
+        "--api-port",
+        str(api_port),
+    )
     try:
         out = _until_ready(p)
         assert "ready" in out, out
@@ -268,8 +327,21 @@ def _without_vllm(tmp_path: Path) -> dict[str, str]:
 
 
 def _serve(tmp_path: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "ocrserve.cli", "serve", "--model", "chandra-1", "--gpu-memory-gib", "139.8",
-            "--gpus", "0", "--log-dir", str(tmp_path / "logs"), *args]
+    return [
+        sys.executable,
+        "-m",
+        "ocrserve.cli",
+        "serve",
+        "--model",
+        "chandra-1",
+        "--gpu-memory-gib",
+        "139.8",
+        "--gpus",
+        "0",
+        "--log-dir",
+        str(tmp_path / "logs"),
+        *args,
+    ]
 
 
 def test_cli_serve_without_vllm_is_the_extras_hint_and_exit_2(tmp_path: Path):
@@ -277,15 +349,23 @@ def test_cli_serve_without_vllm_is_the_extras_hint_and_exit_2(tmp_path: Path):
     hints do), exit 2; nothing is left listening. --dry-run needs no vLLM."""
     port = free_port()
     env = _without_vllm(tmp_path)
-    r = subprocess.run(_serve(tmp_path, "--port", str(port)), env=env, cwd=ROOT, capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run(
+        _serve(tmp_path, "--port", str(port)), env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert r.stderr.strip().splitlines() == [
         "error: ocrserve serve needs the [vllm] extra (vllm is not installed): "
-        "pip install '.[vllm]' (in a clone of ocrserve; it is not on PyPI)"], r.stderr
+        "pip install '.[vllm]' (in a clone of ocrserve; it is not on PyPI)"
+    ], r.stderr
     assert not probe(f"http://127.0.0.1:{port}")
-    r = subprocess.run(_serve(tmp_path, "--port", str(port), "--dry-run"), env=env, cwd=ROOT, capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        _serve(tmp_path, "--port", str(port), "--dry-run"),
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0 and "vllm serve" in r.stdout and not r.stderr.strip(), (r.stdout, r.stderr)
 
 
@@ -300,13 +380,23 @@ def test_cli_serve_without_vllm_attaches_or_runs_the_given_executable(tmp_path: 
     ext = None
     args = ["--port", str(port)]
     if how == "attach":
-        ext = subprocess.Popen([sys.executable, str(FAKE), "serve", "m", "--port", str(port)], env=fake_env,
-                               stdout=subprocess.DEVNULL, start_new_session=True)
+        ext = subprocess.Popen(
+            [sys.executable, str(FAKE), "serve", "m", "--port", str(port)],
+            env=fake_env,
+            stdout=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         assert wait_until(lambda: probe(f"http://127.0.0.1:{port}"), 15)
     else:
         args += ["--vllm-bin", f"{sys.executable} {FAKE}"]
-    p = subprocess.Popen(_serve(tmp_path, *args), env=fake_env if how == "vllm-bin" else env, cwd=ROOT,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = subprocess.Popen(
+        _serve(tmp_path, *args),
+        env=fake_env if how == "vllm-bin" else env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         out = _until_ready(p)
         assert out.splitlines()[-1].startswith("ready" + (" (attached to running replica-0)" if ext else ":")), out
@@ -330,6 +420,12 @@ def test_cli_serve_dry_run_shows_the_renderer_threads(tmp_path: Path):
     env = _without_vllm(tmp_path)
     r = subprocess.run(_serve(tmp_path, "--dry-run"), env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "--renderer-num-workers 8" in r.stdout, (r.stdout, r.stderr)
-    r = subprocess.run(_serve(tmp_path, "--dry-run", "--renderer-workers", "0"), env=env, cwd=ROOT, capture_output=True,
-                       text=True, timeout=120)
+    r = subprocess.run(
+        _serve(tmp_path, "--dry-run", "--renderer-workers", "0"),
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0 and "vllm serve" in r.stdout and "--renderer-num-workers" not in r.stdout, r.stdout

@@ -54,7 +54,9 @@ def main() -> int:
     ours = {t["id"]: t["passed"] for t in json.load(open(args.ours))["tests"]}
     same = [i for i in official if i in ours and ours[i] == official[i]]
     diff = [(i, official[i], ours.get(i)) for i in official if ours.get(i) != official[i]]
-    print(f"official verdicts: {len(official)}, ocrserve verdicts: {len(ours)}, agree: {len(same)}, differ: {len(diff)}")
+    print(
+        f"official verdicts: {len(official)}, ocrserve verdicts: {len(ours)}, agree: {len(same)}, differ: {len(diff)}"
+    )
     print(f"official passed: {sum(official.values())}, ocrserve passed: {sum(1 for v in ours.values() if v)}")
     for i, o, m in diff:
         print(f"  DIFF {i}: official={o} ocrserve={m}")

@@ -23,19 +23,23 @@ def known_format(name: str) -> str:
 
 
 # a route's `format: FormatQuery = "json"` (the validator sits beside Query in Annotated: FastAPI runs it there)
-FormatQuery = Annotated[str, AfterValidator(known_format),
-                        Query(description="the output format, a registered one (the 200 answer lists them)")]
+FormatQuery = Annotated[
+    str,
+    AfterValidator(known_format),
+    Query(description="the output format, a registered one (the 200 answer lists them)"),
+]
 
 
 def formats_doc() -> str:
     """The registered formats for the API's docs: `json` (the Document, application/json), ..."""
     return ", ".join(f"`{f.name}` ({f.title}, {f.media_type.split(';')[0]})" for f in output_formats())
 
+
 STATUS_HEADER = "X-OCR-Status"
 STATUS_HEADER_DOC = {
     "description": "The document's status (not sent with stream=true; the `done` event has it): `ok` (every "
-                   "page by the model), `fallback` (some pages rescued by the lite engine, none failed) or "
-                   "`failed` (at least one page failed; the Document's pages say which and why).",
+    "page by the model), `fallback` (some pages rescued by the lite engine, none failed) or "
+    "`failed` (at least one page failed; the Document's pages say which and why).",
     "schema": {"type": "string", "enum": ["ok", "fallback", "failed"]},
 }
 _PASSWORD = {"type": "string", "description": "the password of an encrypted PDF"}
@@ -43,23 +47,35 @@ INPUT_DOC = {
     "requestBody": {
         "required": True,
         "content": {
-            "multipart/form-data": {"schema": {
-                "type": "object", "required": ["file"],
-                "properties": {"file": {"type": "string", "format": "binary", "description": "PDF or image"},
-                               "password": _PASSWORD},
-            }},
-            "application/json": {"schema": {
-                "type": "object", "required": ["content_base64"],
-                "properties": {"filename": {"type": "string"}, "content_base64": {"type": "string"},
-                               "password": _PASSWORD},
-            }},
+            "multipart/form-data": {
+                "schema": {
+                    "type": "object",
+                    "required": ["file"],
+                    "properties": {
+                        "file": {"type": "string", "format": "binary", "description": "PDF or image"},
+                        "password": _PASSWORD,
+                    },
+                }
+            },
+            "application/json": {
+                "schema": {
+                    "type": "object",
+                    "required": ["content_base64"],
+                    "properties": {
+                        "filename": {"type": "string"},
+                        "content_base64": {"type": "string"},
+                        "password": _PASSWORD,
+                    },
+                }
+            },
         },
     }
 }
 
 
-def render_body(doc: Document, fmt: str, keep_hf: bool, source: Path | None = None,
-                password: str | None = None) -> tuple[bytes | str, str]:
+def render_body(
+    doc: Document, fmt: str, keep_hf: bool, source: Path | None = None, password: str | None = None
+) -> tuple[bytes | str, str]:
     """(body, media type) of a Document in a registered format (one that needs the source document, pdf,
     is built from `source`: a ValueError building it is the document's, a 422)."""
     f = get_format(fmt)
@@ -73,8 +89,9 @@ def render_body(doc: Document, fmt: str, keep_hf: bool, source: Path | None = No
         raise BadDocument(f"{f.title or f.name}: {why}") from None  # the upload's name, never a server path
 
 
-async def render(doc: Document, fmt: str, keep_hf: bool, source: Path | None = None,
-                 password: str | None = None) -> Response:
+async def render(
+    doc: Document, fmt: str, keep_hf: bool, source: Path | None = None, password: str | None = None
+) -> Response:
     """The Document as a response, rendered off the event loop (a large document takes a while)."""
     body, media = await asyncio.to_thread(render_body, doc, fmt, keep_hf, source, password)
     return Response(body, media_type=media)
@@ -93,7 +110,9 @@ def duration(seconds: float) -> str:
 def retention_doc(ttl_s: float) -> str:
     if ttl_s <= 0:
         return "Finished jobs are kept until they are deleted (OCRSERVE_JOB_TTL_S=0)."
-    return (f"Retention: a finished job (done or failed) is kept {duration(ttl_s)} after it finished "
-            "(OCRSERVE_JOB_TTL_S), then removed with its result; its uploaded input is removed as soon as "
-            "it finishes. An expired job answers `404`, as a job that never existed or was deleted. "
-            "Queued and running jobs never expire.")
+    return (
+        f"Retention: a finished job (done or failed) is kept {duration(ttl_s)} after it finished "
+        "(OCRSERVE_JOB_TTL_S), then removed with its result; its uploaded input is removed as soon as "
+        "it finishes. An expired job answers `404`, as a job that never existed or was deleted. "
+        "Queued and running jobs never expire."
+    )

@@ -8,22 +8,30 @@ import logging
 import shutil
 import tempfile
 import uuid
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
-from ocrserve.render import render_json
 from ocrserve.api.deps import Context, caller, context
 from ocrserve.api.errors import BadDocument, BadInput
-from ocrserve.api.routes.common import (INPUT_DOC, STATUS_HEADER, STATUS_HEADER_DOC, FormatQuery, formats_doc, render,
-                                        render_body)
+from ocrserve.api.routes.common import (
+    INPUT_DOC,
+    STATUS_HEADER,
+    STATUS_HEADER_DOC,
+    FormatQuery,
+    formats_doc,
+    render,
+    render_body,
+)
 from ocrserve.api.routes.sse import EventStream, Hold, done_unless_gone
 from ocrserve.api.routes.upload import read_upload
 from ocrserve.api.service import Checked
 from ocrserve.export.formats import get_format
+from ocrserve.render import render_json
 
 log = logging.getLogger(__name__)
 
@@ -41,14 +49,26 @@ CONVERT_DOC = (
 router = APIRouter(tags=["convert"])
 
 
-@router.post("/v1/convert", openapi_extra=INPUT_DOC, description=CONVERT_DOC,
-             responses={200: {"description": f"The document in the format asked for: {formats_doc()}; with "
-                                             "stream=true an SSE stream of page_started, block, page_reset, "
-                                             "page_done, done, error events",
-                              "headers": {STATUS_HEADER: STATUS_HEADER_DOC}}})
-async def convert(request: Request, who: str = Depends(caller), format: FormatQuery = "json",
-                  pages: str | None = Query(None, description="page ranges, e.g. 1-3,7"),
-                  stream: bool = Query(False, description="answer with Server-Sent Events")):
+@router.post(
+    "/v1/convert",
+    openapi_extra=INPUT_DOC,
+    description=CONVERT_DOC,
+    responses={
+        200: {
+            "description": f"The document in the format asked for: {formats_doc()}; with "
+            "stream=true an SSE stream of page_started, block, page_reset, "
+            "page_done, done, error events",
+            "headers": {STATUS_HEADER: STATUS_HEADER_DOC},
+        }
+    },
+)
+async def convert(
+    request: Request,
+    who: str = Depends(caller),
+    format: FormatQuery = "json",
+    pages: str | None = Query(None, description="page ranges, e.g. 1-3,7"),
+    stream: bool = Query(False, description="answer with Server-Sent Events"),
+):
     ctx = context(request)
     s = ctx.settings
     work = ctx.uploads / uuid.uuid4().hex
@@ -96,8 +116,7 @@ async def convert(request: Request, who: str = Depends(caller), format: FormatQu
             hold.release()
 
 
-async def _stream_events(ctx: Context, checked: Checked, fmt: str, who: str,
-                         sink: Callable[[str, Any], None]) -> None:
+async def _stream_events(ctx: Context, checked: Checked, fmt: str, who: str, sink: Callable[[str, Any], None]) -> None:
     """One streamed conversion: its events into sink, then `done` (or `error`)."""
     try:
         result, interrupted = await ctx.service.convert(checked, sink=sink, stream=True, owner=who)
@@ -105,7 +124,7 @@ async def _stream_events(ctx: Context, checked: Checked, fmt: str, who: str,
             sink("done", await asyncio.to_thread(_done_payload, result, fmt, ctx.settings.keep_headers_footers))
         elif not interrupted:
             sink("error", {"error": f"{checked.filename}: {result.error}"})
-    except Exception as e:  # noqa: BLE001 - reported to the client as an event
+    except Exception as e:
         log.exception("streaming conversion of %s", checked.filename)
         ctx.metrics.failures.labels(kind="internal").inc()
         sink("error", {"error": f"internal error: {e!r}"})

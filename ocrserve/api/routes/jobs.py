@@ -8,16 +8,24 @@ import shutil
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
-from ocrserve.document import Document
-from ocrserve.settings import Settings
 from ocrserve.api.deps import Context, caller, context
 from ocrserve.api.errors import BadDocument, BadInput, Busy, Conflict, NotFound, shorten
 from ocrserve.api.jobs import Job
-from ocrserve.api.routes.common import (INPUT_DOC, STATUS_HEADER, STATUS_HEADER_DOC, FormatQuery, duration, formats_doc,
-                                        render, retention_doc)
+from ocrserve.api.routes.common import (
+    INPUT_DOC,
+    STATUS_HEADER,
+    STATUS_HEADER_DOC,
+    FormatQuery,
+    duration,
+    formats_doc,
+    render,
+    retention_doc,
+)
 from ocrserve.api.routes.upload import read_upload
 from ocrserve.api.worker import save_password
+from ocrserve.document import Document
 from ocrserve.export.formats import get_format
+from ocrserve.settings import Settings
 
 
 class JobView(Job):
@@ -25,13 +33,17 @@ class JobView(Job):
 
 
 def _view(job: Job) -> dict:
-    return JobView(**job.model_dump(), progress={"pages_done": job.pages_done, "pages_total": job.pages_total}
-                   ).model_dump()
+    return JobView(
+        **job.model_dump(), progress={"pages_done": job.pages_done, "pages_total": job.pages_total}
+    ).model_dump()
 
 
 def _gone_hint(settings: Settings) -> str:
-    return "" if settings.job_ttl_s <= 0 else \
-        f" (never made, deleted, or expired: finished jobs are kept {duration(settings.job_ttl_s)})"
+    return (
+        ""
+        if settings.job_ttl_s <= 0
+        else f" (never made, deleted, or expired: finished jobs are kept {duration(settings.job_ttl_s)})"
+    )
 
 
 def _owned(ctx: Context, job_id: str, who: str) -> Job:
@@ -53,19 +65,27 @@ def build(settings: Settings) -> APIRouter:
     """The jobs routes (their docs say how long this service keeps finished jobs)."""
     router = APIRouter(tags=["jobs"])
     retention = retention_doc(settings.job_ttl_s)
-    not_found = {404: {"description": "No such job for this key: never made, deleted"
-                                      + (", or expired (past its retention time)" if settings.job_ttl_s > 0 else "")}}
+    not_found = {
+        404: {
+            "description": "No such job for this key: never made, deleted"
+            + (", or expired (past its retention time)" if settings.job_ttl_s > 0 else "")
+        }
+    }
 
     @router.post("/v1/jobs", status_code=202, openapi_extra=INPUT_DOC)
-    async def submit(request: Request, who: str = Depends(caller),
-                     pages: str | None = Query(None, description="page ranges, e.g. 1-3,7")):
+    async def submit(
+        request: Request,
+        who: str = Depends(caller),
+        pages: str | None = Query(None, description="page ranges, e.g. 1-3,7"),
+    ):
         ctx = context(request)
         _room(ctx, who)
         job_id = ctx.store.new_id()
         jdir = ctx.store.job_dir(job_id)
         try:
-            up = await read_upload(request, jdir / "input", ctx.settings.max_upload_bytes,
-                                   ctx.settings.api_body_timeout_s)
+            up = await read_upload(
+                request, jdir / "input", ctx.settings.max_upload_bytes, ctx.settings.api_body_timeout_s
+            )
             checked = await ctx.service.inspect(up.path, up.filename, pages, up.password)
             _room(ctx, who)
             if checked.password:
@@ -75,20 +95,35 @@ def build(settings: Settings) -> APIRouter:
             shutil.rmtree(jdir, ignore_errors=True)
             raise
         ctx.worker.notify()
-        return JSONResponse({"id": job.id, "status": job.status, "pages_total": job.pages_total},
-                            status_code=202, headers={"Location": f"/v1/jobs/{job.id}"})
+        return JSONResponse(
+            {"id": job.id, "status": job.status, "pages_total": job.pages_total},
+            status_code=202,
+            headers={"Location": f"/v1/jobs/{job.id}"},
+        )
 
-    @router.get("/v1/jobs/{job_id}", response_model=JobView, responses=not_found,
-                description="The job's status (queued, running, done, failed) and progress.\n\n" + retention)
+    @router.get(
+        "/v1/jobs/{job_id}",
+        response_model=JobView,
+        responses=not_found,
+        description="The job's status (queued, running, done, failed) and progress.\n\n" + retention,
+    )
     async def job_status(request: Request, job_id: str, who: str = Depends(caller)):
         return _view(_owned(context(request), job_id, who))
 
-    @router.get("/v1/jobs/{job_id}/result", response_class=Response,
-                description="The result of a done job (`409` while it is queued or running, `422` if it failed)."
-                            "\n\n" + retention,
-                responses={200: {"description": f"The document in the format asked for: {formats_doc()} (not one "
-                                                "built from the source document: a job keeps none)",
-                                 "headers": {STATUS_HEADER: STATUS_HEADER_DOC}}, **not_found})
+    @router.get(
+        "/v1/jobs/{job_id}/result",
+        response_class=Response,
+        description="The result of a done job (`409` while it is queued or running, `422` if it failed)."
+        "\n\n" + retention,
+        responses={
+            200: {
+                "description": f"The document in the format asked for: {formats_doc()} (not one "
+                "built from the source document: a job keeps none)",
+                "headers": {STATUS_HEADER: STATUS_HEADER_DOC},
+            },
+            **not_found,
+        },
+    )
     async def job_result(request: Request, job_id: str, who: str = Depends(caller), format: FormatQuery = "json"):
         ctx = context(request)
         job = _owned(ctx, job_id, who)
@@ -98,8 +133,10 @@ def build(settings: Settings) -> APIRouter:
             raise Conflict(f"job {job_id} is {job.status} ({job.pages_done}/{job.pages_total} pages)")
         fmt = get_format(format)
         if fmt.needs_source:
-            raise BadInput(f"format={format}: a job keeps no source document once done; "
-                           f"POST /v1/convert?format={format} returns the {fmt.title or format}")
+            raise BadInput(
+                f"format={format}: a job keeps no source document once done; "
+                f"POST /v1/convert?format={format} returns the {fmt.title or format}"
+            )
 
         def load() -> tuple[str, Document]:  # reading and parsing a large result: off the event loop
             text = ctx.store.result_path(job_id).read_text(encoding="utf-8")
@@ -109,13 +146,19 @@ def build(settings: Settings) -> APIRouter:
             text, doc = await asyncio.to_thread(load)
         except FileNotFoundError:  # removed under us (expired or deleted right now)
             raise NotFound(f"no job {shorten(job_id)}{_gone_hint(ctx.settings)}") from None
-        resp = Response(text, media_type="application/json") if format == "json" else \
-            await render(doc, format, ctx.settings.keep_headers_footers)
+        resp = (
+            Response(text, media_type="application/json")
+            if format == "json"
+            else await render(doc, format, ctx.settings.keep_headers_footers)
+        )
         resp.headers[STATUS_HEADER] = doc.status
         return resp
 
-    @router.delete("/v1/jobs/{job_id}", responses=not_found,
-                   description="Delete a job: a running one is stopped; its files go at once.")
+    @router.delete(
+        "/v1/jobs/{job_id}",
+        responses=not_found,
+        description="Delete a job: a running one is stopped; its files go at once.",
+    )
     async def job_delete(request: Request, job_id: str, who: str = Depends(caller)):
         ctx = context(request)
         _owned(ctx, job_id, who)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from fastapi import Request
 from fastapi.responses import StreamingResponse
@@ -68,8 +69,11 @@ class EventStream(StreamingResponse):
     def __init__(self, run: Callable[[Callable[[str, Any], None]], Awaitable[None]], hold: Hold) -> None:
         self._run, self._hold = run, hold
         self._queue: asyncio.Queue = asyncio.Queue()
-        super().__init__(self._events(), media_type="text/event-stream",
-                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        super().__init__(
+            self._events(),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
 
     def _sink(self, kind: str, data: Any) -> None:
         self._queue.put_nowait((kind, data))

@@ -58,7 +58,7 @@ async def _read(request: Request, dest_dir: Path, limit: int) -> Upload:
             raise
         except StarletteHTTPException as e:
             raise BadInput(f"cannot read the multipart body: {e.detail}") from None
-        except Exception as e:  # malformed multipart
+        except Exception as e:  # noqa: BLE001 - any parse failure of a malformed multipart body is bad input
             raise BadInput(f"cannot read the multipart body: {str(e) or type(e).__name__}") from None
         try:  # the form's spooled files are closed whatever happens (a large part is a temp file on disk)
             up = form.get("file")
@@ -92,8 +92,9 @@ def _decode_json(body: bytes) -> tuple[str, str | None, bytes]:
     try:
         up = JSONUpload.model_validate_json(body)
     except ValidationError as e:
-        raise BadInput("JSON body must be {\"filename\", \"content_base64\", \"password\"?}: "
-                       f"{e.errors()[0]['msg']}") from None
+        raise BadInput(
+            f'JSON body must be {{"filename", "content_base64", "password"?}}: {e.errors()[0]["msg"]}'
+        ) from None
     try:
         data = base64.b64decode(up.content_base64, validate=True)
     except (binascii.Error, ValueError) as e:

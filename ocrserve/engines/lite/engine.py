@@ -27,23 +27,25 @@ from typing import Any
 
 from PIL import Image
 
-from ocrserve.ingest.pool import kill_workers, retire, worker_processes
-from ocrserve.ingest.pdf.document import PDFIUM_LOCK, on_close, open_pdf
-from ocrserve.profiles import Profile, load_profile
 from ocrserve.engines.base import DeltaCallback, Engine, EngineError, EngineResult, PageInput
 from ocrserve.engines.lite.layout import blocks_to_raw, build_blocks
+from ocrserve.engines.lite.ocrgeom import deskew_angle as _deskew_angle
+from ocrserve.engines.lite.ocrgeom import estimate_sizes as _estimate_sizes
+from ocrserve.engines.lite.ocrgeom import mark_bullets, upright_ocr
 from ocrserve.engines.lite.options import LiteEngineOptions, default_workers
+from ocrserve.engines.lite.running import forget, running_lines
 from ocrserve.engines.registry import register_engine
 from ocrserve.ingest.pdf.chars import turn_box
-from ocrserve.engines.lite.ocrgeom import deskew_angle as _deskew_angle, estimate_sizes as _estimate_sizes, mark_bullets, upright_ocr
-from ocrserve.engines.lite.running import forget, running_lines
+from ocrserve.ingest.pdf.document import PDFIUM_LOCK, on_close, open_pdf
 from ocrserve.ingest.pdf.textlayer import Line, analyze_page
+from ocrserve.ingest.pool import kill_workers, retire, worker_processes
+from ocrserve.profiles import Profile, load_profile
 
 log = logging.getLogger(__name__)
 
-OCR_LONG_SIDE = 1700        # pixels of the long side of a page rendered for OCR (~150 dpi on Letter)
-OCR_MAX_SCALE = 4.0         # at most 288 dpi for tiny pages
-OCR_MIN_SCORE = 0.5         # RapidOCR lines below this confidence are dropped
+OCR_LONG_SIDE = 1700  # pixels of the long side of a page rendered for OCR (~150 dpi on Letter)
+OCR_MAX_SCALE = 4.0  # at most 288 dpi for tiny pages
+OCR_MIN_SCORE = 0.5  # RapidOCR lines below this confidence are dropped
 
 
 # ---------------------------------------------------------------- worker side
@@ -78,12 +80,14 @@ def _ocr_engine():
         from rapidocr import RapidOCR
 
         threads = _THREADS or -1
-        _OCR = RapidOCR(params={
-            "Global.log_level": "error",
-            "Global.use_cls": False,
-            "EngineConfig.onnxruntime.intra_op_num_threads": threads,
-            "EngineConfig.onnxruntime.inter_op_num_threads": 1,
-        })
+        _OCR = RapidOCR(
+            params={
+                "Global.log_level": "error",
+                "Global.use_cls": False,
+                "EngineConfig.onnxruntime.intra_op_num_threads": threads,
+                "EngineConfig.onnxruntime.inter_op_num_threads": 1,
+            }
+        )
         _quiet_rapidocr()
     return _OCR
 
@@ -128,8 +132,8 @@ def _open_pdf(path: str, password: str | None):
 class LiteOptions:
     bbox_scale: int = 1024
     bbox_format: str = "list"
-    ocr: str = "auto"              # auto | always | never (never: text layer only, empty page if none)
-    trust_invisible: bool = True   # use an earlier invisible OCR layer when it reads like text
+    ocr: str = "auto"  # auto | always | never (never: text layer only, empty page if none)
+    trust_invisible: bool = True  # use an earlier invisible OCR layer when it reads like text
 
 
 def page_raw(task: dict) -> dict:
@@ -178,7 +182,9 @@ def page_raw(task: dict) -> dict:
     else:
         image: Image.Image = task["image"]
         lines, rotation = upright_ocr(image, ocr_lines)
-        width, height = (float(image.height), float(image.width)) if rotation else (float(image.width), float(image.height))
+        width, height = (
+            (float(image.height), float(image.width)) if rotation else (float(image.width), float(image.height))
+        )
         figures, ocr = [], True
         info.update(verdict="ocr_page", reason="image")
     blocks = build_blocks(lines, width, height, figures=figures, ocr=ocr, running=running)
@@ -239,8 +245,9 @@ class _Worker:
     """One worker process, one page at a time (a single-process executor): it can be killed alone."""
 
     def __init__(self, ctx, initializer, initargs) -> None:
-        self.executor = cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=initializer,
-                                               initargs=initargs)
+        self.executor = cf.ProcessPoolExecutor(
+            max_workers=1, mp_context=ctx, initializer=initializer, initargs=initargs
+        )
 
     def kill(self) -> None:
         """SIGKILL the process now; the executor reaps it in the background."""
@@ -270,7 +277,7 @@ class LiteEngine(Engine):
 
     name = "lite"
     Options = LiteEngineOptions
-    cpu_bound = True      # Ray: an actor per two CPUs
+    cpu_bound = True  # Ray: an actor per two CPUs
     model_engine = False  # no model: it is the fallback itself, never wrapped in one
 
     def __init__(self, profile: Profile | str | None = None, options: LiteEngineOptions | None = None, **values):
@@ -282,13 +289,14 @@ class LiteEngine(Engine):
         self.mp_start = o.mp_start
         self.options = _options(self.profile, {"ocr": o.ocr, "trust_invisible": o.trust_invisible})
         self._lock = threading.Lock()
-        self._idle: list[_Worker] = []   # started workers waiting for a page
+        self._idle: list[_Worker] = []  # started workers waiting for a page
         self._live: set[_Worker] = set()  # every worker not yet closed (idle or running a page)
         self._gate: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
 
     def _new_worker(self) -> _Worker:
         threads = max(1, (os.cpu_count() or 1) // self.workers)
-        from ocrserve.ingest.pool import _worker_init as _guard, default_start_method
+        from ocrserve.ingest.pool import _worker_init as _guard
+        from ocrserve.ingest.pool import default_start_method
 
         # fork on Linux like the render pool: a user's script needs no __main__ guard (the parent never
         # loads RapidOCR; each worker loads its own); workers die with the parent
@@ -339,11 +347,14 @@ class LiteEngine(Engine):
             try:
                 fut = worker.executor.submit(page_raw, task)
                 out = await asyncio.wait_for(asyncio.wrap_future(fut), timeout=self.timeout)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 self._drop(worker)
                 await asyncio.get_running_loop().run_in_executor(None, worker.kill_and_wait)
-                return self._fail(page, f"lite timed out after {self.timeout:g} s on this page; "
-                                        "its worker process was killed and replaced", t0)
+                return self._fail(
+                    page,
+                    f"lite timed out after {self.timeout:g} s on this page; its worker process was killed and replaced",
+                    t0,
+                )
             except asyncio.CancelledError:  # the caller gave up: stop the work, free the slot
                 self._drop(worker)
                 worker.kill()
@@ -361,13 +372,15 @@ class LiteEngine(Engine):
             res = on_delta(raw)
             if asyncio.iscoroutine(res):
                 await res
-        return EngineResult(raw=raw, ok=True, engine=self.name, finish_reason="stop",
-                            elapsed_s=time.perf_counter() - t0, extra=out)
+        return EngineResult(
+            raw=raw, ok=True, engine=self.name, finish_reason="stop", elapsed_s=time.perf_counter() - t0, extra=out
+        )
 
     def _fail(self, page: PageInput, error: str, t0: float) -> EngineResult:
         log.warning("lite failed on page %s of %s: %s", page.index + 1, page.source_path or page.doc_id, error)
-        return EngineResult(raw="", ok=False, engine=self.name, finish_reason="error", error=error,
-                            elapsed_s=time.perf_counter() - t0)
+        return EngineResult(
+            raw="", ok=False, engine=self.name, finish_reason="error", error=error, elapsed_s=time.perf_counter() - t0
+        )
 
     def _close_all(self) -> list[_Worker]:
         with self._lock:

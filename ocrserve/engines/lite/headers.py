@@ -14,13 +14,15 @@ A line is a header (footer) when
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from ocrserve.ingest.pdf.chars import rows_of
 from ocrserve.ingest.pdf.textlayer import Line
 
 PAGE_NUMBER = re.compile(
-    r"^\s*(page\s*)?[-\u2013\u2014]?\s*(\d{1,4}|[ivxlc]{1,7})\s*[-\u2013\u2014]?\s*((of|/)\s*\d{1,4})?\s*$", re.IGNORECASE)
+    r"^\s*(page\s*)?[-\u2013\u2014]?\s*(\d{1,4}|[ivxlc]{1,7})\s*[-\u2013\u2014]?\s*((of|/)\s*\d{1,4})?\s*$",
+    re.IGNORECASE,
+)
 
 
 def metric(line: Line) -> float:
@@ -67,7 +69,11 @@ def _edge_zone(lines: list[Line], height: float, small, *, bottom: bool) -> list
     for k in range(1, min(len(blocks), 4)):
         zone = [l for b in blocks[:k] for l in b]
         inner = blocks[k]
-        gap = (min(l.y0 for l in zone) - max(l.y1 for l in inner)) if bottom else (min(l.y0 for l in inner) - max(l.y1 for l in zone))
+        gap = (
+            (min(l.y0 for l in zone) - max(l.y1 for l in inner))
+            if bottom
+            else (min(l.y0 for l in inner) - max(l.y1 for l in zone))
+        )
         edge_ok = min(l.y0 for l in zone) >= 0.85 * height if bottom else max(l.y1 for l in zone) <= 0.15 * height
         if not edge_ok:
             break
@@ -76,8 +82,9 @@ def _edge_zone(lines: list[Line], height: float, small, *, bottom: bool) -> list
     return best
 
 
-def split_headers_footers(lines: list[Line], height: float, body_metric: float,
-                          running: Sequence[str] = (), width: float = 0.0) -> tuple[list[Line], list[Line], list[Line]]:
+def split_headers_footers(
+    lines: list[Line], height: float, body_metric: float, running: Sequence[str] = (), width: float = 0.0
+) -> tuple[list[Line], list[Line], list[Line]]:
     """(headers, body, footers)."""
     if len(lines) < 4:
         return [], lines, []
@@ -98,7 +105,12 @@ def split_headers_footers(lines: list[Line], height: float, body_metric: float,
         """Left / centre / right pieces (a running head may be set larger), not a table's first row."""
         if not _spread(row, width) or any(metric(l) > 1.6 * body_metric for l in row):
             return False
-        if nxt is not None and len(nxt) >= 2 and all(l.w < 0.35 * width for l in nxt) and sum(1 for l in nxt if any(abs(l.x0 - r.x0) < 2 * r.h or abs(l.x1 - r.x1) < 2 * r.h for r in row)) >= 2:
+        if (
+            nxt is not None
+            and len(nxt) >= 2
+            and all(l.w < 0.35 * width for l in nxt)
+            and sum(1 for l in nxt if any(abs(l.x0 - r.x0) < 2 * r.h or abs(l.x1 - r.x1) < 2 * r.h for r in row)) >= 2
+        ):
             return False
         return True
 
@@ -124,7 +136,10 @@ def split_headers_footers(lines: list[Line], height: float, body_metric: float,
                     bottom[id(l)] = l
     rest = [l for l in lines if id(l) not in top and id(l) not in bottom]
     # wider bands: short lines beyond a full-width blank strip of two line heights or more
-    for zone, side in ((_edge_zone(rest, height, small, bottom=False), top), (_edge_zone(rest, height, small, bottom=True), bottom)):
+    for zone, side in (
+        (_edge_zone(rest, height, small, bottom=False), top),
+        (_edge_zone(rest, height, small, bottom=True), bottom),
+    ):
         side.update({id(l): l for l in zone})
     rest = [l for l in lines if id(l) not in top and id(l) not in bottom]
     if not rest:
@@ -132,7 +147,9 @@ def split_headers_footers(lines: list[Line], height: float, body_metric: float,
     body_top = min(l.y0 for l in rest)
     body_bottom = max(l.y1 for l in rest)
     headers = [l for l in top.values() if l.y1 + 0.5 * l.h <= body_top or id(l) in sure or normalise(l.text) in rep]
-    footers = [l for l in bottom.values() if l.y0 - 0.5 * l.h >= body_bottom or id(l) in sure or normalise(l.text) in rep]
+    footers = [
+        l for l in bottom.values() if l.y0 - 0.5 * l.h >= body_bottom or id(l) in sure or normalise(l.text) in rep
+    ]
     edge = {id(l) for l in headers} | {id(l) for l in footers}
     body = [l for l in lines if id(l) not in edge]
     return headers, body, footers

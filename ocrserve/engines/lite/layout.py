@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import median
-from typing import Sequence, Union
 
-from ocrserve.engines.lite.headers import metric as _metric, split_headers_footers
-from ocrserve.engines.lite.order import leaf_order as _leaf_order, reading_order, vfrac_overlap as _vfrac_overlap
+from ocrserve.engines.lite.headers import metric as _metric
+from ocrserve.engines.lite.headers import split_headers_footers
+from ocrserve.engines.lite.order import leaf_order as _leaf_order
+from ocrserve.engines.lite.order import reading_order
+from ocrserve.engines.lite.order import vfrac_overlap as _vfrac_overlap
 from ocrserve.engines.lite.tables import TableItem, detect_tables, table_html
 from ocrserve.ingest.pdf.textlayer import Line
 
@@ -37,7 +40,7 @@ class FigureItem:
     y1: float
 
 
-Item = Union[Line, TableItem, FigureItem]
+Item = Line | TableItem | FigureItem
 
 
 @dataclass
@@ -57,8 +60,6 @@ def _esc(text: str) -> str:
 
 def _union(items: Sequence[Item]) -> Box:
     return (min(i.x0 for i in items), min(i.y0 for i in items), max(i.x1 for i in items), max(i.y1 for i in items))
-
-
 
 
 def _weighted_median(values: list[tuple[float, int]]) -> float:
@@ -110,8 +111,11 @@ def merge_fragments(lines: list[Line]) -> list[Line]:
         for cand in out:
             h = max(cand.h, ln.h)
             gap = ln.x0 - cand.x1
-            if _vfrac_overlap(cand, ln) >= 0.6 and 0.6 <= ln.h / cand.h <= 1.6 and \
-                    (-0.3 * h <= gap <= 0.9 * h or (0.9 * h < gap <= 3 * h and _justified(lines, cand, ln))):
+            if (
+                _vfrac_overlap(cand, ln) >= 0.6
+                and 0.6 <= ln.h / cand.h <= 1.6
+                and (-0.3 * h <= gap <= 0.9 * h or (0.9 * h < gap <= 3 * h and _justified(lines, cand, ln)))
+            ):
                 if best_gap is None or gap < best_gap:
                     best, best_gap = cand, gap
         if best is not None and best_gap > 0.3 * ln.h and _gutter(lines, best, ln):
@@ -203,7 +207,9 @@ def build_blocks(
                 gaps.append(g)
     para_gap = (median(gaps) if gaps else 0.2 * lh) + 0.4 * lh
 
-    blocks: list[LayoutBlock] = [LayoutBlock("Page-Header", _union([l]), f"<p>{_esc(l.text)}</p>") for l in _leaf_order(headers)]  # type: ignore[list-item]
+    blocks: list[LayoutBlock] = [
+        LayoutBlock("Page-Header", _union([l]), f"<p>{_esc(l.text)}</p>") for l in _leaf_order(headers)
+    ]  # type: ignore[list-item]
     blocks += [LayoutBlock("Page-Header", _union([l]), f"<p>{_esc(l.text)}</p>") for l in rotated]  # type: ignore[list-item]
     paras: list[_Para | TableItem | FigureItem] = []
     for it in ordered:
@@ -230,7 +236,12 @@ def build_blocks(
     for p in paras:
         if isinstance(p, _Para) and p.kind == "text" and bold_share < 0.4:
             text = _join([l.text for l in p.lines])
-            if all(l.bold for l in p.lines) and len(p.lines) <= 2 and len(text) <= 120 and not text.endswith((".", ",", ";")):
+            if (
+                all(l.bold for l in p.lines)
+                and len(p.lines) <= 2
+                and len(text) <= 120
+                and not text.endswith((".", ",", ";"))
+            ):
                 p.kind = "bold-heading"
 
     k = 0
@@ -284,7 +295,9 @@ def _continues(p: _Para, line: Line, head: bool, bullet: bool, para_gap: float, 
         # continuation lines of a list item are indented past the bullet
         return line.x0 >= p.lines[0].x0 + 0.3 * lh
     right = max(x1, line.x1)
-    if prev.x1 < right - 0.3 * max(right - x0, 1e-6) and prev.text.rstrip().endswith((".", "!", "?", ":", '"', "\u201d")):
+    if prev.x1 < right - 0.3 * max(right - x0, 1e-6) and prev.text.rstrip().endswith(
+        (".", "!", "?", ":", '"', "\u201d")
+    ):
         return False  # the previous line ended a paragraph early
     return True
 
@@ -296,11 +309,11 @@ def _list_block(items: list[_Para]) -> LayoutBlock:
         t = _join([l.text for l in it.lines])
         m = _BULLET.match(t)
         if m:
-            texts.append(t[m.end():])
+            texts.append(t[m.end() :])
             numbered.append(None)
             continue
         n = _NUMBERED.match(t)
-        texts.append(t[n.end():] if n else t)
+        texts.append(t[n.end() :] if n else t)
         numbered.append(n.group(1) if n else None)
     box = _union([l for it in items for l in it.lines])
     digits = [x for x in numbered if x is not None and x.isdigit()]

@@ -79,13 +79,18 @@ def mark_bullets(gray, lines: list[Line]) -> int:
         y0, y1 = int(ln.y0), int(math.ceil(ln.y1))
         if x0 < 0 or y0 < 0 or y1 > gray.shape[0] or x1 <= x0:
             continue
-        if any(b is not None and b[2] > x0 and b[0] < x1 and b[3] > y0 and b[1] < y1
-               for b, other in zip(boxes, lines) if other is not ln):
+        if any(
+            b is not None and b[2] > x0 and b[0] < x1 and b[3] > y0 and b[1] < y1
+            for b, other in zip(boxes, lines)
+            if other is not ln
+        ):
             continue  # another line's text is there
         region = gray[y0:y1, x0:x1].astype(np.int16)
         # a 3x3 mean against noise, then dark pixels
         pad = np.pad(region, 1, mode="edge")
-        smooth = sum(pad[dy:dy + region.shape[0], dx:dx + region.shape[1]] for dy in range(3) for dx in range(3)) / 9
+        smooth = (
+            sum(pad[dy : dy + region.shape[0], dx : dx + region.shape[1]] for dy in range(3) for dx in range(3)) / 9
+        )
         dark = smooth < 110
         if dark.sum() < 4:
             continue
@@ -94,8 +99,13 @@ def mark_bullets(gray, lines: list[Line]) -> int:
         bh, bw = by1 - by0, bx1 - bx0
         fill = dark[by0:by1, bx0:bx1].mean()
         centre = (y0 + (by0 + by1) / 2 - ln.y0) / h
-        if (0.12 * h <= bh <= 0.6 * h and 0.12 * h <= bw <= 0.6 * h and 0.5 <= bw / bh <= 2.0 and fill >= 0.6
-                and 0.25 <= centre <= 0.75):
+        if (
+            0.12 * h <= bh <= 0.6 * h
+            and 0.12 * h <= bw <= 0.6 * h
+            and 0.5 <= bw / bh <= 2.0
+            and fill >= 0.6
+            and 0.25 <= centre <= 0.75
+        ):
             ln.text = f"{_BULLET_MARK} {ln.text}"
             marked += 1
     return marked

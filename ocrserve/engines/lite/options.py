@@ -15,16 +15,26 @@ class LiteEngineOptions(EngineOptions):
 
     settings_defaults = {"workers": "lite_workers", "timeout": "request_timeout", "mp_start": "mp_start"}
 
-    workers: int | None = Field(None, ge=0, description="worker processes, one page each at a time (unset or 0: "
-                                "the CPU count, at most 8)")
+    workers: int | None = Field(
+        None, ge=0, description="worker processes, one page each at a time (unset or 0: the CPU count, at most 8)"
+    )
     warm: bool = Field(True, description="load RapidOCR when a worker starts (else on the first page that needs OCR)")
-    timeout: float | None = Field(None, gt=0, description="seconds a page may run on its worker; then it fails and "
-                                  "the worker is killed and replaced (unset: 600)")
-    ocr: Literal["auto", "always", "never"] = Field("auto", description="RapidOCR where the text layer is not usable "
-                                                    "(auto), on every page, or never (text layer only)")
+    timeout: float | None = Field(
+        None,
+        gt=0,
+        description="seconds a page may run on its worker; then it fails and "
+        "the worker is killed and replaced (unset: 600)",
+    )
+    ocr: Literal["auto", "always", "never"] = Field(
+        "auto",
+        description="RapidOCR where the text layer is not usable (auto), on every page, or never (text layer only)",
+    )
     trust_invisible: bool = Field(True, description="use invisible text (an OCR layer) as the page's text")
-    mp_start: str | None = Field(None, description="how worker processes start: fork, spawn or forkserver (unset: "
-                                 "the platform's default, fork on Linux)")
+    mp_start: str | None = Field(
+        None,
+        description="how worker processes start: fork, spawn or forkserver (unset: "
+        "the platform's default, fork on Linux)",
+    )
 
 
 def default_workers(workers: int | None) -> int:

@@ -20,7 +20,6 @@ def vfrac_overlap(a: Item, b: Item) -> float:
     return ov / max(min(a.y1 - a.y0, b.y1 - b.y0), 1e-6)
 
 
-
 def _weight(it: Item) -> int:
     return 1 if isinstance(it, Line) else 2
 

@@ -17,8 +17,8 @@ from ocrserve.engines.lite.headers import normalise
 
 log = logging.getLogger(__name__)
 
-BAND = 0.16        # share of the page height read at the top and at the bottom
-NEIGHBOURS = 4     # other pages compared with (the nearest ones)
+BAND = 0.16  # share of the page height read at the top and at the bottom
+NEIGHBOURS = 4  # other pages compared with (the nearest ones)
 
 _CACHE: dict[tuple, frozenset[str]] = {}
 

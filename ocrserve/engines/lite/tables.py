@@ -76,8 +76,9 @@ def _is_num(text: str) -> bool:
     return bool(_NUMERIC.match(text))
 
 
-def detect_tables(lines: list[Line], width: float, lh: float,
-                  rotated: list[Line] | None = None) -> tuple[list[TableItem], list[Line], list[Line]]:
+def detect_tables(
+    lines: list[Line], width: float, lh: float, rotated: list[Line] | None = None
+) -> tuple[list[TableItem], list[Line], list[Line]]:
     """Tables among a page's upright lines -> (tables, lines not in a table, rotated lines not used)."""
     rows = _rows(lines)
     rotated = list(rotated or [])
@@ -95,8 +96,11 @@ def detect_tables(lines: list[Line], width: float, lh: float,
             return True
         x0, x1 = min(l.x0 for l in a + b), max(l.x1 for l in a + b)
         filled = [r for r in rotated if r.y0 < bottom and r.y1 > top and r.x1 > x0 and r.x0 < x1]
-        return len(filled) >= 2 and bottom - max(r.y1 for r in filled) <= k * lh and \
-            min(r.y0 for r in filled) - top <= k * lh
+        return (
+            len(filled) >= 2
+            and bottom - max(r.y1 for r in filled) <= k * lh
+            and min(r.y0 for r in filled) - top <= k * lh
+        )
 
     tables: list[TableItem] = []
     used: set[int] = set()
@@ -128,11 +132,15 @@ def detect_tables(lines: list[Line], width: float, lh: float,
         if n_tab >= 3 or (n_tab >= 2 and min(len(r) for r in run if tabular(r)) >= 3):
             # a header row of short cells right above (fewer cells than the body rows)
             sizes = sorted(l.size or l.h for r in run for l in r)
-            if i > 0 and all(short(l) and (l.size or l.h) <= 1.15 * sizes[len(sizes) // 2] for l in rows[i - 1]) and \
-                    near(rows[i - 1], run[0], 1.5) and not _title_like(rows[i - 1], run) and \
-                    min(l.x0 for l in rows[i - 1]) >= min(l.x0 for r in run for l in r) - lh and \
-                    max(l.x1 for l in rows[i - 1]) <= max(l.x1 for r in run for l in r) + lh and \
-                    not any(id(l) in used for l in rows[i - 1]):
+            if (
+                i > 0
+                and all(short(l) and (l.size or l.h) <= 1.15 * sizes[len(sizes) // 2] for l in rows[i - 1])
+                and near(rows[i - 1], run[0], 1.5)
+                and not _title_like(rows[i - 1], run)
+                and min(l.x0 for l in rows[i - 1]) >= min(l.x0 for r in run for l in r) - lh
+                and max(l.x1 for l in rows[i - 1]) <= max(l.x1 for r in run for l in r) + lh
+                and not any(id(l) in used for l in rows[i - 1])
+            ):
                 run.insert(0, rows[i - 1])
             table = make_table(run, lh, rotated)
             if table is not None:
@@ -236,10 +244,14 @@ def make_table(run: list[list[Line]], lh: float, rotated: list[Line]) -> TableIt
             placed.setdefault(ks[0], []).append(l)
             rspan[ks[0]] = max(rspan.get(ks[0], 1), len(ks))
         if grid and len(placed) == 1 and len(row) == 1:
-            (k, [l]), = placed.items()
+            ((k, [l]),) = placed.items()
             above = grid[-1].get(k)
-            if above is not None and rspan[k] == 1 and spans[-1].get(k, 1) == 1 and \
-                    _continues(max(above, key=lambda a: a.y1), l, lh):
+            if (
+                above is not None
+                and rspan[k] == 1
+                and spans[-1].get(k, 1) == 1
+                and _continues(max(above, key=lambda a: a.y1), l, lh)
+            ):
                 above.append(l)
                 continue
         grid.append(placed)
@@ -250,12 +262,17 @@ def make_table(run: list[list[Line]], lh: float, rotated: list[Line]) -> TableIt
     merged_spans: list[dict[int, int]] = []
     for placed, rspan in zip(grid, spans):
         if merged_grid and len(merged_grid[-1]) == 1 and len(placed) >= 2:
-            (k, prev), = merged_grid[-1].items()
+            ((k, prev),) = merged_grid[-1].items()
             mine = placed.get(k)
             others = [l for kk, ls in placed.items() if kk != k for l in ls]
             centred = bool(others and mine) and sorted(l.y0 for l in others)[len(others) // 2] < mine[0].y0 - 0.2 * lh
-            if mine and centred and merged_spans[-1].get(k, 1) == 1 and not _is_num(prev[0].text) and \
-                    _continues(prev[-1], mine[0], lh):
+            if (
+                mine
+                and centred
+                and merged_spans[-1].get(k, 1) == 1
+                and not _is_num(prev[0].text)
+                and _continues(prev[-1], mine[0], lh)
+            ):
                 placed[k] = prev + mine
                 merged_grid[-1] = placed
                 merged_spans[-1] = rspan
@@ -281,7 +298,7 @@ def make_table(run: list[list[Line]], lh: float, rotated: list[Line]) -> TableIt
         hrow = [Cell(" ".join(l.text for l in ls), k) for k, ls in sorted(heads.items())]
         # rotated heads name the body columns: they go right above the body
         rows.insert(header, hrow)
-        grid.insert(header, {k: ls for k, ls in heads.items()})
+        grid.insert(header, dict(heads.items()))
         header += 1
         y0 = min(y0, min(l.y0 for ls in heads.values() for l in ls))
         table_lines += [l for ls in heads.values() for l in ls]
@@ -296,6 +313,7 @@ def _cell_text(lines: list[Line]) -> str:
 
 def _header_rows(grid: list[dict[int, list[Line]]]) -> int:
     """Leading rows that are bold, or without numbers while the body has numbers (at most 4)."""
+
     def numeric(g: dict[int, list[Line]]) -> bool:
         return any(_is_num(l.text) for ls in g.values() for l in ls)
 
@@ -312,8 +330,9 @@ def _header_rows(grid: list[dict[int, list[Line]]]) -> int:
     return n
 
 
-def _rotated_heads(rotated: list[Line], cols: list[tuple[float, float]], x0: float, x1: float, y0: float,
-                   lh: float, header: int) -> dict[int, list[Line]]:
+def _rotated_heads(
+    rotated: list[Line], cols: list[tuple[float, float]], x0: float, x1: float, y0: float, lh: float, header: int
+) -> dict[int, list[Line]]:
     """Rotated lines right over the table (its column heads), by the column where each one starts."""
     heads: dict[int, list[Line]] = {}
     if not rotated:

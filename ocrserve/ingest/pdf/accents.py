@@ -6,13 +6,26 @@ import unicodedata
 
 from ocrserve.ingest.pdf.chars import Char
 
-
 # spacing accents -> combining marks
 _COMBINING = {
-    "\u00b4": "\u0301", "\u02ca": "\u0301", "`": "\u0300", "\u02cb": "\u0300", "\u00a8": "\u0308",
-    "\u02c6": "\u0302", "^": "\u0302", "\u02dc": "\u0303", "~": "\u0303", "\u02c7": "\u030c",
-    "\u02d8": "\u0306", "\u02d9": "\u0307", "\u02da": "\u030a", "\u00af": "\u0304", "\u02c9": "\u0304",
-    "\u02dd": "\u030b", "\u00b8": "\u0327", "\u02db": "\u0328",
+    "\u00b4": "\u0301",
+    "\u02ca": "\u0301",
+    "`": "\u0300",
+    "\u02cb": "\u0300",
+    "\u00a8": "\u0308",
+    "\u02c6": "\u0302",
+    "^": "\u0302",
+    "\u02dc": "\u0303",
+    "~": "\u0303",
+    "\u02c7": "\u030c",
+    "\u02d8": "\u0306",
+    "\u02d9": "\u0307",
+    "\u02da": "\u030a",
+    "\u00af": "\u0304",
+    "\u02c9": "\u0304",
+    "\u02dd": "\u030b",
+    "\u00b8": "\u0327",
+    "\u02db": "\u0328",
 }
 
 
@@ -46,8 +59,18 @@ def compose_accents(chars: list[Char]) -> list[Char]:
         if best is None:
             continue
         b = out[best]
-        out[best] = Char(unicodedata.normalize("NFC", b.text + _COMBINING[a.text]), b.x0, min(a.y0, b.y0), b.x1,
-                         max(a.y1, b.y1), b.size, b.weight, b.invisible, b.generated, b.angle)
+        out[best] = Char(
+            unicodedata.normalize("NFC", b.text + _COMBINING[a.text]),
+            b.x0,
+            min(a.y0, b.y0),
+            b.x1,
+            max(a.y1, b.y1),
+            b.size,
+            b.weight,
+            b.invisible,
+            b.generated,
+            b.angle,
+        )
         drop.add(i)
         # the space pdfium may have generated around a detached accent goes with it
         for k in (i - 1, i + 1):

@@ -34,11 +34,11 @@ class Char:
     y0: float
     x1: float
     y1: float
-    size: float          # font size in points (pdfium), 0 when unknown
-    weight: int          # font weight (400 normal, 700 bold), -1 when unknown
+    size: float  # font size in points (pdfium), 0 when unknown
+    weight: int  # font weight (400 normal, 700 bold), -1 when unknown
     invisible: bool
-    generated: bool      # a space or line break pdfium inferred
-    angle: float = 0.0   # writing direction in displayed page space, degrees (0 upright, 90 downwards)
+    generated: bool  # a space or line break pdfium inferred
+    angle: float = 0.0  # writing direction in displayed page space, degrees (0 upright, 90 downwards)
 
 
 @dataclass
@@ -50,10 +50,10 @@ class Line:
     y0: float
     x1: float
     y1: float
-    size: float = 0.0    # font size when known (text layer), else 0
+    size: float = 0.0  # font size when known (text layer), else 0
     bold: bool = False
-    score: float = 1.0   # OCR confidence; 1 for the text layer
-    angle: float = 0.0   # writing direction (degrees) of rotated text; 0 for upright lines
+    score: float = 1.0  # OCR confidence; 1 for the text layer
+    angle: float = 0.0  # writing direction (degrees) of rotated text; 0 for upright lines
 
     @property
     def h(self) -> float:
@@ -211,12 +211,15 @@ def main_rotation(chars: list[Char]) -> int:
     return best if best and total and votes[best] > 0.5 * total else 0
 
 
-def turn_box(box: tuple[float, float, float, float], width: float, height: float, rotation: int) -> tuple[float, float, float, float]:
+def turn_box(
+    box: tuple[float, float, float, float], width: float, height: float, rotation: int
+) -> tuple[float, float, float, float]:
     """A box of page space (width x height) in the page turned by `rotation` (see `turn`)."""
+
     def pt(x: float, y: float) -> tuple[float, float]:
-        if rotation == 90:     # text runs downwards: turn the page counter-clockwise
+        if rotation == 90:  # text runs downwards: turn the page counter-clockwise
             return y, width - x
-        if rotation == 270:    # text runs upwards: turn clockwise
+        if rotation == 270:  # text runs upwards: turn clockwise
             return height - y, x
         if rotation == 180:
             return width - x, height - y
@@ -237,7 +240,9 @@ def turn(chars: list[Char], width: float, height: float, rotation: int) -> tuple
             out.append(c)
             continue
         x0, y0, x1, y1 = turn_box((c.x0, c.y0, c.x1, c.y1), width, height, rotation)
-        out.append(Char(c.text, x0, y0, x1, y1, c.size, c.weight, c.invisible, c.generated, (c.angle - rotation) % 360.0))
+        out.append(
+            Char(c.text, x0, y0, x1, y1, c.size, c.weight, c.invisible, c.generated, (c.angle - rotation) % 360.0)
+        )
     w, h = (height, width) if rotation in (90, 270) else (width, height)
     return out, w, h
 
@@ -253,8 +258,19 @@ def _rotated_lines(chars: list[Char]) -> list[Line]:
         if text and boxed:
             ang = boxed[len(boxed) // 2].angle
             sizes = sorted(c.size for c in boxed)
-            lines.append(Line(text, min(c.x0 for c in boxed), min(c.y0 for c in boxed), max(c.x1 for c in boxed),
-                              max(c.y1 for c in boxed), sizes[len(sizes) // 2], False, 1.0, ang or 360.0))
+            lines.append(
+                Line(
+                    text,
+                    min(c.x0 for c in boxed),
+                    min(c.y0 for c in boxed),
+                    max(c.x1 for c in boxed),
+                    max(c.y1 for c in boxed),
+                    sizes[len(sizes) // 2],
+                    False,
+                    1.0,
+                    ang or 360.0,
+                )
+            )
         cur.clear()
 
     for c in chars:
@@ -305,12 +321,17 @@ def chars_to_lines(chars: list[Char]) -> list[Line]:
                     # useless: take the glyph box height instead
                     size = h / 1.2
                 heavy = sum(1 for c in boxed if c.weight >= 600)
-                lines.append(Line(
-                    text=text,
-                    x0=min(c.x0 for c in boxed), y0=min(c.y0 for c in boxed),
-                    x1=max(c.x1 for c in boxed), y1=max(c.y1 for c in boxed),
-                    size=size, bold=heavy >= 0.8 * len(boxed),
-                ))
+                lines.append(
+                    Line(
+                        text=text,
+                        x0=min(c.x0 for c in boxed),
+                        y0=min(c.y0 for c in boxed),
+                        x1=max(c.x1 for c in boxed),
+                        y1=max(c.y1 for c in boxed),
+                        size=size,
+                        bold=heavy >= 0.8 * len(boxed),
+                    )
+                )
         cur = []
 
     x1 = y0 = y1 = 0.0
@@ -331,7 +352,13 @@ def chars_to_lines(chars: list[Char]) -> list[Line]:
             overlap = min(y1, c.y1) - max(y0, c.y0)
             gap = c.x0 - x1
             same = overlap >= 0.5 * min(lh, h) and -0.5 * max(lh, h) <= gap <= 0.9 * max(lh, h)
-            if not same and overlap >= 0.5 * min(lh, h) and prev_box is not None and abs(c.x0 - prev_box[0]) < 0.5 and c.x1 >= prev_box[1] - 0.5:
+            if (
+                not same
+                and overlap >= 0.5 * min(lh, h)
+                and prev_box is not None
+                and abs(c.x0 - prev_box[0]) < 0.5
+                and c.x1 >= prev_box[1] - 0.5
+            ):
                 same, gap = True, 0.0  # a ligature: pdfium gives its characters the glyph's box
             if not same:
                 close()

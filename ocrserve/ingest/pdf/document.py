@@ -10,13 +10,14 @@ import atexit
 import os
 import threading
 from collections import OrderedDict
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ocrserve.errors import OcrserveError
 
 PDFIUM_LOCK = threading.Lock()
 _MAX_OPEN = 4
-_CACHES: dict[str, "OrderedDict[tuple[str, float, str | None], Any]"] = {}
+_CACHES: dict[str, OrderedDict[tuple[str, float, str | None], Any]] = {}
 _KEPT_OPEN: list[dict] = []  # caches of open PDFs (values) closed at exit
 _ON_CLOSE: dict[str, list[Callable[[Any], None]]] = {}  # per cache: what forgets a document closed
 
@@ -32,7 +33,6 @@ class DocumentError(OcrserveError):
 
     def __reduce__(self):  # keep sha256 across processes
         return (type(self), (str(self), self.sha256))
-
 
 
 def close_at_exit(cache: dict) -> None:

@@ -29,17 +29,15 @@ from typing import Literal
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from ocrserve.ingest.pdf.chars import (  # noqa: F401 - Line and Char are this module's API too
-    Char, Line, _Frame, chars_to_lines, extract_chars, main_rotation, turn, turn_box,
-)
 from ocrserve.ingest.pdf.accents import compose_accents
+from ocrserve.ingest.pdf.chars import Char, Line, _Frame, chars_to_lines, extract_chars, main_rotation, turn, turn_box  # noqa: F401 - Line and Char are this module's API too
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class Quality:
-    chars: int = 0           # non-space characters
+    chars: int = 0  # non-space characters
     valid_ratio: float = 1.0
     word_ratio: float = 1.0  # word-shaped alphabetic tokens / alphabetic tokens
     words: int = 0
@@ -63,7 +61,7 @@ class TextLayerReport:
     reason: str = ""
     ocr_regions: list[tuple[float, float, float, float]] = field(default_factory=list)
     quality: Quality = field(default_factory=Quality)
-    rotation: int = 0   # clockwise turn (degrees) that made the page's text upright
+    rotation: int = 0  # clockwise turn (degrees) that made the page's text upright
     invisible_share: float = 0.0
 
 
@@ -190,8 +188,11 @@ def analyze_page(page: pdfium.PdfPage, *, trust_invisible: bool = True) -> TextL
             report.reason = "invisible text layer (earlier OCR) that reads like text"
         else:
             report.verdict = "ocr_page"
-            report.reason = (f"invisible text layer of poor quality (valid {q.valid_ratio:.2f}, "
-                             f"word-shaped {q.word_ratio:.2f})") if trust_invisible else "invisible text layer"
+            report.reason = (
+                (f"invisible text layer of poor quality (valid {q.valid_ratio:.2f}, word-shaped {q.word_ratio:.2f})")
+                if trust_invisible
+                else "invisible text layer"
+            )
             return report
     elif not q.good():
         report.verdict = "ocr_page"
