@@ -7,6 +7,8 @@
     GET    /v1/jobs/{id}          status (queued, running, done, failed) and progress
     GET    /v1/jobs/{id}/result   ?format=json|md|html|txt|chunks (not pdf: a job keeps no source)
     DELETE /v1/jobs/{id}
+    POST   /v1/render             a Document (JSON, or multipart `document` + `file` for pdf) in another format;
+                                  GET /v1/formats lists them
     GET    /v1/pages/{token}.png  page images for the viewer (tokens come in `page_started` events)
     GET    /healthz, /readyz, /metrics, /docs, /  (the viewer)
 
@@ -39,7 +41,7 @@ from ocrserve.api.limits import BodyLimit, KeyLimiter
 from ocrserve.api.metrics import Metrics
 from ocrserve.api.newline import JSONNewline
 from ocrserve.api.retention import Sweeper
-from ocrserve.api.routes import convert, health, jobs, pages, viewer
+from ocrserve.api.routes import convert, health, jobs, pages, render, viewer
 from ocrserve.api.routes.common import retention_doc
 from ocrserve.api.service import Service
 from ocrserve.api.worker import JobWorker
@@ -109,7 +111,7 @@ def create_app(settings: Settings | None = None, engine: Engine | str | None = N
     app.state.ctx = ctx
     app.state.metrics = metrics
     app.state.store = store
-    app.add_middleware(BodyLimit, limit=settings.max_upload_bytes, paths=("/v1/convert", "/v1/jobs"),
+    app.add_middleware(BodyLimit, limit=settings.max_upload_bytes, paths=("/v1/convert", "/v1/jobs", "/v1/render"),
                        on_reject=lambda: metrics.rejected.labels(reason="too_large").inc())
     app.add_middleware(JSONNewline)  # every JSON answer ends with a newline (the 413 above too)
     origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
@@ -125,7 +127,7 @@ def create_app(settings: Settings | None = None, engine: Engine | str | None = N
         return JSONResponse({"detail": exc.detail, "code": exc.code}, status_code=status_of(exc),
                             headers=exc.headers or None)
 
-    for router in (health.router, viewer.router, pages.router, convert.router, jobs.build(settings)):
+    for router in (health.router, viewer.router, pages.router, convert.router, jobs.build(settings), render.router):
         app.include_router(router)
     app.mount("/static", StaticFiles(directory=viewer.STATIC), name="static")
     return app

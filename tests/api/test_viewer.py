@@ -235,3 +235,52 @@ def test_api_docs_render_offline_from_the_package(api: ApiProcess, chromium: CDP
     assert "multipart/form-data" in convert and "password" in convert and "X-OCR-Status" in convert
     loaded = cdp.eval("performance.getEntriesByType('resource').map(e => e.name)")
     assert loaded and all(u.startswith(api.url + "/") for u in loaded), loaded  # nothing from a CDN
+
+
+def _wait_file(folder: Path, name: str, timeout: float = 30) -> Path:
+    """A file Chromium finished downloading into folder (no .crdownload left)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        path = folder / name
+        if path.is_file() and not any(folder.glob("*.crdownload")) and path.stat().st_size > 0:
+            return path
+        time.sleep(0.1)
+    raise AssertionError(f"{name} was not downloaded: {sorted(p.name for p in folder.iterdir())}")
+
+
+def test_viewer_downloads_every_format(api: ApiProcess, standin: StandIn, chromium: CDP, tmp_path) -> None:
+    """After a conversion the viewer offers a button per format the API renders (GET /v1/formats); each saves
+    the converted Document in that format, made by POST /v1/render with the key (the searchable PDF from the
+    uploaded file too): the files equal what the renderers make of the Document the stream delivered."""
+    import pypdfium2
+
+    from ocrserve.document import Document
+    from ocrserve.export.formats import format_names, get_format, render_format
+
+    pdf = text_pdf(tmp_path / "quarterly.pdf", pages=2, title="Quarterly report")
+    saved = tmp_path / "downloads"
+    saved.mkdir()
+    cdp = chromium
+    cdp.call("Browser.setDownloadBehavior", behavior="allow", downloadPath=str(saved))
+    _upload(cdp, api.url, pdf, KEYS[0])
+    buttons = cdp.eval("[...document.querySelectorAll('#downloads button')].map(b => b.dataset.format)")
+    assert buttons == list(format_names()) and {"md", "html", "json", "pdf", "chunks"} <= set(buttons), buttons
+    assert cdp.eval("document.querySelector('#downloads').hidden") is False
+    doc = Document.model_validate(cdp.eval("state.doc"))  # the Document the stream's done event delivered
+    for name in buttons:
+        cdp.eval(f"document.querySelector('#downloads button[data-format={name}]').click()")
+        cdp.wait(f"document.querySelector('#downloads button[data-format={name}]').dataset.saved", timeout=60)
+        fname = "quarterly" + get_format(name).suffix
+        assert cdp.eval(f"document.querySelector('#downloads button[data-format={name}]').dataset.saved") == fname
+        data = _wait_file(saved, fname).read_bytes()
+        if name == "pdf":  # the uploaded PDF, its own text layer kept (the stand-in's text is not laid over it)
+            with pypdfium2.PdfDocument(data) as out:
+                assert len(out) == 2
+            continue
+        want = render_format(doc, name)[0]
+        assert data == want or (name == "json" and data == want + b"\n"), name  # the API ends JSON with a newline
+        (saved / fname).unlink()
+    md = render_format(doc, "md")[0].decode()
+    assert md.count("# Page ") == 2 and json.loads(render_format(doc, "json")[0])["source"]["path"] == "quarterly.pdf"
+    assert not cdp.eval("document.querySelector('#status').classList.contains('error')")
+    _screenshot(cdp, Path(os.environ.get("OCRSERVE_VIEWER_SCREENSHOT_DOWNLOADS") or tmp_path / "downloads.png"))

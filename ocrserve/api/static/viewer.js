@@ -18,7 +18,7 @@ function colorFor(label) {
 }
 
 const $ = (sel) => document.querySelector(sel);
-const state = { pages: new Map(), labels: new Set(), key: "" };
+const state = { pages: new Map(), labels: new Set(), key: "", file: null, formats: [] };
 
 function setStatus(text, error = false) {
   const el = $("#status");
@@ -174,8 +174,79 @@ function onPageDone(d) {
 
 function onDone(d) {
   const doc = d.document;
+  showDownloads(doc, state.file);
   document.body.dataset.done = "1";
   setStatus(`Done: ${doc.pages.length} page(s), status ${d.status}.`);
+}
+
+// Downloads: a button for every format the API renders (GET /v1/formats), each made from the converted
+// Document by POST /v1/render (no second conversion); a format built from the source document (the
+// searchable PDF) gets the uploaded file beside it.
+async function loadFormats() {
+  try {
+    const r = await fetch("/v1/formats");
+    if (r.ok) state.formats = await r.json();
+  } catch (e) { /* no downloads offered */ }
+}
+
+function stemOf(path) {
+  const base = String(path || "document").split(/[\\/]/).pop();
+  return base.includes(".") ? base.slice(0, base.lastIndexOf(".")) : base;
+}
+
+function showDownloads(doc, file) {
+  state.doc = doc;
+  const bar = $("#downloads");
+  const label = document.createElement("span");
+  label.textContent = "Download";
+  bar.replaceChildren(label);
+  const stem = stemOf(doc.source.path);
+  for (const f of state.formats) {
+    if (f.needs_source && !file) continue;
+    const b = document.createElement("button");
+    b.type = "button";
+    b.dataset.format = f.name;
+    b.textContent = f.name;
+    b.title = `${f.title || f.name}: ${stem}${f.suffix}`;
+    b.addEventListener("click", () => download(f, doc, file, b, `${stem}${f.suffix}`));
+    bar.appendChild(b);
+  }
+  bar.hidden = state.formats.length === 0;
+}
+
+async function download(f, doc, file, button, fallbackName) {
+  button.disabled = true;
+  try {
+    const headers = state.key ? { Authorization: `Bearer ${state.key}` } : {};
+    const json = JSON.stringify(doc);
+    let body = json;
+    if (f.needs_source) {
+      body = new FormData();
+      body.append("document", new Blob([json], { type: "application/json" }), "document.json");
+      body.append("file", file, file.name);
+    } else {
+      headers["Content-Type"] = "application/json";
+    }
+    const r = await fetch(`/v1/render?format=${encodeURIComponent(f.name)}`, { method: "POST", body, headers });
+    if (!r.ok) {
+      let msg = `HTTP ${r.status}`;
+      try { msg += `: ${(await r.json()).detail}`; } catch (e) { /* not JSON */ }
+      throw new Error(msg);
+    }
+    const named = /filename="([^"]+)"/.exec(r.headers.get("Content-Disposition") || "");
+    const a = document.createElement("a");
+    a.href = URL.createObjectURL(await r.blob());
+    a.download = named ? named[1] : fallbackName;
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(a.href), 60000);
+    button.dataset.saved = a.download;
+  } catch (e) {
+    setStatus(`${f.name} download failed: ${e.message || e}`, true);
+  } finally {
+    button.disabled = false;
+  }
 }
 
 function onError(d) {
@@ -200,6 +271,8 @@ function dispatch(raw) {
 async function convert(file, pages, key) {
   state.pages.clear();
   state.key = key;
+  state.file = file;
+  $("#downloads").hidden = true;
   $("#pages").replaceChildren();
   delete document.body.dataset.done;
   const form = new FormData();
@@ -233,6 +306,7 @@ async function convert(file, pages, key) {
 }
 
 $("#key").value = localStorage.getItem("ocrserve-key") || "";
+loadFormats();
 $("#upload").addEventListener("submit", async (ev) => {
   ev.preventDefault();
   const file = $("#file").files[0];
