@@ -38,6 +38,12 @@ def test_a_local_checkpoint_folder_is_known_by_its_architecture(tmp_path):
     assert served_profile({"id": "mine", "root": str(tmp_path)}).name == "chandra-2"
 
 
+def _convert(pdf, out, server: str, *args: str) -> subprocess.CompletedProcess:
+    """`ocrserve convert PDF -o OUT --server SERVER ARGS...` in a fresh process."""
+    cmd = [sys.executable, "-m", "ocrserve", "convert", str(pdf), "-o", str(out), "--server", server, *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
 def _preflight(cap: Capture, model):
     eng = OpenAIEngine(model, server=cap.url)
 
@@ -79,25 +85,7 @@ def test_a_chosen_profile_that_is_not_the_served_model_fails_before_any_page(tmp
         ):
             _preflight(cap, "chandra-2")
         pdf = helpers.text_pdf(tmp_path / "a.pdf", pages=2)
-        r = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "ocrserve",
-                "convert",
-                str(pdf),
-                "-o",
-                str(tmp_path / "out"),
-                "--server",
-                cap.url,
-                "--model",
-                "chandra-2",
-                "-q",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        r = _convert(pdf, tmp_path / "out", cap.url, "--model", "chandra-2", "-q")
         assert r.returncode != 0 and "pass --model chandra-1" in r.stderr
         assert cap.bodies == []  # no page was sent
         assert len(r.stderr.strip().splitlines()) <= 2, r.stderr
@@ -109,23 +97,7 @@ def test_convert_without_model_speaks_the_served_models_language(tmp_path):
     cap = Capture(root="datalab-to/chandra")
     try:
         pdf = helpers.text_pdf(tmp_path / "a.pdf", pages=1)
-        r = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "ocrserve",
-                "convert",
-                str(pdf),
-                "-o",
-                str(tmp_path / "out"),
-                "--server",
-                cap.url,
-                "-q",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        r = _convert(pdf, tmp_path / "out", cap.url, "-q")
         assert r.returncode == 0, r.stderr
         (body,) = cap.bodies
         from ocrserve.profiles import load_profile
@@ -144,25 +116,7 @@ def test_max_retries_caps_the_retries_of_a_looping_page(tmp_path):
     cap = Capture(GOOD + "<p>" + "and again " * 300, "length")
     try:
         pdf = helpers.text_pdf(tmp_path / "a.pdf", pages=1)
-        r = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "ocrserve",
-                "convert",
-                str(pdf),
-                "-o",
-                str(tmp_path / "out"),
-                "--server",
-                cap.url,
-                "--max-retries",
-                "2",
-                "-q",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        r = _convert(pdf, tmp_path / "out", cap.url, "--max-retries", "2", "-q")
         assert r.returncode == 0, r.stderr
         assert [b["temperature"] for b in cap.bodies] == [0.0, 0.2, 0.4]
         page = json.loads((tmp_path / "out" / "a" / "a.json").read_text())["pages"][0]
