@@ -12,7 +12,7 @@ from typing import Optional
 
 import typer
 
-HELP = """Serve a Chandra model with vLLM on the local GPUs (one replica per GPU by default).
+HELP = """Serve a Chandra model with vLLM on the local GPUs (one replica per GPU by default, behind one URL).
 
 By default Chandra 2 (datalab-to/chandra-ocr-2) in bf16, the precision it is published and evaluated
 in, with the server flags of its own launcher. Prints the memory plan, then starts (or attaches to) the vLLM servers, waits until they are
@@ -50,7 +50,11 @@ def register(app: typer.Typer) -> None:
         output_tokens: int = typer.Option(1024, help="expected output tokens a page (KV plan; max length stays the profile's)"),
         max_num_batched_tokens: Optional[int] = typer.Option(None, help="prefill tokens a step (default: two largest pages)"),
         gpu_memory_utilization: Optional[float] = typer.Option(None, help="with --memory max: fraction of the GPU (default 0.9)"),
-        port: int = typer.Option(8000, help="first port; replica i of dp listens on port+i"),
+        port: int = typer.Option(8000, help="the port clients use; on several GPUs the router listens here and "
+                                 "replica i on 127.0.0.1:port+1+i (with --no-router: replica i on port+i)"),
+        router: bool = typer.Option(True, "--router/--no-router", help="dp on several GPUs: one URL (a router "
+                                    "sending each request to the least busy replica, a dead one routed around); "
+                                    "--no-router: a URL per replica"),
         host: str = typer.Option("127.0.0.1", help="interface the servers listen on"),
         served_model_name: str = typer.Option("chandra", help="model name the server answers to"),
         load_format: Optional[str] = typer.Option(None, help="vLLM --load-format (dummy: random weights, for benchmarks)"),
@@ -116,7 +120,7 @@ def register(app: typer.Typer) -> None:
             plan = plan_replica(prof, shape, mem, memory=memory, quantization=quantization, concurrency=concurrency,
                                 gpu_memory_utilization=gpu_memory_utilization, **plan_kw)
             opts = ServeOptions(model=model_ref(model, prof), served_model_name=served_model_name, gpus=gpu_ids,
-                                parallel=parallel, dp_backend=dp_backend, host=host, port=port,
+                                parallel=parallel, dp_backend=dp_backend, router=router, host=host, port=port,
                                 vllm_bin=vllm_bin or get_settings().vllm_bin,
                                 load_format=load_format, mm_processor_cache_gb=mm_cache_gb, prefix_caching=prefix_caching,
                                 enforce_eager=enforce_eager, epd_encoders=epd_encoders, extra_args=list(ctx.args),
@@ -132,13 +136,23 @@ def register(app: typer.Typer) -> None:
         typer.echo("commands:")
         for p in layout.processes:
             typer.echo(f"  [{p.name}] {p.shell()}")
-        typer.echo("endpoints: " + " ".join(layout.endpoints))
+        replicas = [p.url for p in layout.processes if p.role == "replica"]
+        fronted = any(p.role == "router" for p in layout.processes)
+        if fronted:
+            typer.echo(f"router: one URL over {len(replicas)} replicas ({' '.join(replicas)}), each request to the "
+                       "one with the fewest outstanding; a dead one is routed around")
+        typer.echo("endpoints: " + " ".join(layout.endpoints))  # (the serving sweep reads this line)
         if dry_run:
             return
         if api_port is not None:
             from ocrserve.cli.extras import require
 
             require("api", "ocrserve serve --api-port")  # before any vLLM server starts
+        if fronted and importlib.util.find_spec("uvicorn") is None:  # the router's server (vLLM brings it along)
+            from ocrserve.cli.extras import message
+
+            typer.echo(message("ocrserve serve on several GPUs (its router; or --no-router)", "api", "uvicorn"), err=True)
+            raise typer.Exit(2)
 
         if parallel == "epd":
             Path(opts.ec_storage).mkdir(parents=True, exist_ok=True)  # ECExampleConnector's shared folder
@@ -197,7 +211,7 @@ def _vllm_found(spec) -> None:
     from ocrserve.cli.extras import message
 
     exe = spec.argv[0] if spec.argv else ""
-    if spec.role != "proxy" and exe == "vllm" and shutil.which(exe) is None:
+    if spec.role not in ("proxy", "router") and exe == "vllm" and shutil.which(exe) is None:
         typer.echo(message("ocrserve serve", "vllm", "vllm"), err=True)
         raise typer.Exit(2)
 

@@ -1,10 +1,13 @@
 """Builds the `vllm serve` command lines for a layout of GPUs: dp, tp or epd.
 
-- dp (default): one independent `vllm serve` process per GPU (CUDA_VISIBLE_DEVICES=i, port base+i).
-  Chosen over vLLM's own `--data-parallel-size` because each replica is its own process group: one
-  that dies is restarted alone while the others keep serving, a healthy one is attached to by its
-  port, and no DP coordinator or cross-GPU collectives sit in the request path. The price is N URLs
-  instead of one; the OCR API (and `--dp-backend vllm` for a single URL) covers that.
+- dp (default): one independent `vllm serve` process per GPU (CUDA_VISIBLE_DEVICES=i). On several GPUs
+  the router (ocrserve.vllm.router) takes the port asked for and the replicas move to the ports after
+  it, on 127.0.0.1: one URL for every GPU, pages to the replica with the fewest outstanding, a dead
+  one routed around. Chosen over vLLM's own `--data-parallel-size` because each replica has its own
+  API server (the image preprocessing scales with the GPUs) and is its own process group (one that
+  dies is restarted alone while the others keep serving; a healthy one is attached to by its port);
+  the router's docstring gives the reasons in full. `router=False` (`serve --no-router`): a URL per
+  replica, on the ports from the one asked for.
 - tp: one process over all GPUs with `--tensor-parallel-size N` (weights and KV heads split).
 - epd: encoder/decoder disaggregation. Encoder instances (`--mm-encoder-only`, EC producer) run
   only the vision tower; prefill+decode instances (EC consumer) take the encoder outputs through
@@ -54,7 +57,7 @@ class ProcessSpec(BaseModel):
     """One child process to run: a vLLM server or the EPD proxy."""
 
     name: str
-    role: Literal["replica", "encoder", "decoder", "proxy"]
+    role: Literal["replica", "encoder", "decoder", "proxy", "router"]
     argv: list[str]
     env: dict[str, str] = Field(default_factory=dict)
     host: str = "127.0.0.1"
@@ -86,6 +89,8 @@ class ServeOptions(BaseModel):
     gpus: list[int] = Field(default_factory=lambda: [0])
     parallel: Parallel = "dp"
     dp_backend: Literal["processes", "vllm"] = "processes"
+    router: bool = Field(True, description="dp over several GPUs as processes: one endpoint (ocrserve.vllm.router) "
+                         "in front of the replicas; False: a URL per replica")
     host: str = "127.0.0.1"
     port: int = 8000
     vllm_bin: str = "vllm"
@@ -161,11 +166,15 @@ def build_layout(opts: ServeOptions, profile: Profile, plan: ServePlan) -> Layou
     procs: list[ProcessSpec] = []
     n = len(opts.gpus)
     if opts.parallel == "dp" and (opts.dp_backend == "processes" or n == 1):
+        routed = opts.router and n > 1  # the router on the port asked for, the replicas behind it on loopback
+        host = "127.0.0.1" if routed else opts.host
         for i, g in enumerate(opts.gpus):
-            port = opts.port + i
-            procs.append(ProcessSpec(name=f"replica-{i}", role="replica", argv=_vllm(opts, port, flags),
-                                     env=_cuda([g]), host=opts.host, port=port, gpus=[g]))
-        endpoints = [f"{p.url}/v1" for p in procs]
+            port = opts.port + i + routed
+            procs.append(ProcessSpec(name=f"replica-{i}", role="replica", env=_cuda([g]), host=host, port=port,
+                                     gpus=[g], argv=_vllm(opts.model_copy(update={"host": host}), port, flags)))
+        if routed:
+            procs.append(_router(opts, procs))
+        endpoints = [f"{procs[-1].url}/v1"] if routed else [f"{p.url}/v1" for p in procs]
     elif opts.parallel == "dp":
         argv = _vllm(opts, opts.port, flags + ["--data-parallel-size", str(n)])
         procs.append(ProcessSpec(name="replica-0", role="replica", argv=argv, env=_cuda(opts.gpus),
@@ -180,6 +189,12 @@ def build_layout(opts: ServeOptions, profile: Profile, plan: ServePlan) -> Layou
         procs = _epd(opts, flags, plan)
         endpoints = [f"{procs[-1].url}/v1"]
     return Layout(parallel=opts.parallel, processes=procs, endpoints=endpoints)
+
+
+def _router(opts: ServeOptions, replicas: list[ProcessSpec]) -> ProcessSpec:
+    argv = [sys.executable, "-m", "ocrserve.vllm.router", "--host", opts.host, "--port", str(opts.port),
+            "--replicas", ",".join(p.url for p in replicas)]
+    return ProcessSpec(name="router", role="router", argv=argv, host=opts.host, port=opts.port)
 
 
 def _ec_config(opts: ServeOptions, role: str) -> str:

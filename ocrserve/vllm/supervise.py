@@ -8,6 +8,9 @@
   found, offline, port in use, ...).
 - Watch: once all are healthy, a child that dies is restarted after a backoff (doubling), at most
   `max_restarts` times in a row (the count resets once a restarted child stays up `stable_s`).
+- Front: the EPD proxy or the router (one URL over the replicas) starts once the vLLM servers are
+  healthy, and is restarted like them; the router itself takes a dead replica out of its rotation
+  and puts it back once its restart is healthy.
 - Stop: SIGTERM to every child's process group, SIGKILL after the grace period, then reaped: no
   orphan keeps a GPU.
 """
@@ -32,6 +35,8 @@ from ocrserve.vllm.launch import Layout, ProcessSpec
 from ocrserve.errors import OcrserveError
 
 log = logging.getLogger(__name__)
+
+FRONTS = ("proxy", "router")  # the processes in front of the vLLM servers: started once those are healthy
 
 # (reason, patterns) in order: the first that matches the log tail names the failure
 DIAGNOSES: list[tuple[str, list[str]]] = [
@@ -176,9 +181,9 @@ class Supervisor:
     def start(self) -> None:
         """Attach or spawn every process and wait until all are healthy; ServeError on any failure."""
         try:
-            # vLLM servers start together (each takes minutes); the EPD proxy once they answer
-            first = [c for c in self.children if c.spec.role != "proxy"]
-            later = [c for c in self.children if c.spec.role == "proxy"]
+            # vLLM servers start together (each takes minutes); the EPD proxy or the router once they answer
+            first = [c for c in self.children if c.spec.role not in FRONTS]
+            later = [c for c in self.children if c.spec.role in FRONTS]
             for group in (first, later):
                 for c in group:
                     self._attach_or_spawn(c)

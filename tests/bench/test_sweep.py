@@ -78,7 +78,11 @@ def test_dry_run_plans_scaling_on_four_gpus(tmp_path):
     assert p.returncode == 0, p.stderr[-2000:]
     rep = json.loads((out / "scale.json").read_text())
     plans = {k: v["plan"] for k, v in rep["results"].items()}
-    assert [len(plans[k]["commands"]) for k in ("dp-1", "dp-2", "dp-4")] == [1, 2, 4]
+    vllm = {k: [c for c in plans[k]["commands"] if " vllm serve " in f" {c}"] for k in ("dp-1", "dp-2", "dp-4")}
+    assert [len(v) for v in vllm.values()] == [1, 2, 4]
+    # several GPUs: one endpoint, the router in front of the replicas (one GPU: the replica itself)
+    assert [sum("ocrserve.vllm.router" in c for c in plans[k]["commands"]) for k in vllm] == [0, 1, 1]
+    assert [len(plans[k]["endpoints"]) for k in vllm] == [1, 1, 1]
     epd = plans["epd-1e3d"]["commands"]
     assert sum("--mm-encoder-only" in c for c in epd) == 1 and sum("ec_consumer" in c for c in epd) == 3
     assert "CUDA_VISIBLE_DEVICES=3" in " ".join(plans["dp-4"]["commands"])

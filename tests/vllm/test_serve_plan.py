@@ -136,7 +136,7 @@ def _layout(parallel="dp", gpus=(0, 1), **kw):
 
 
 def test_dp_one_replica_per_gpu():
-    layout, plan = _layout("dp", (2, 5), extra_args=["--enforce-eager", "--max-num-seqs", "64"])
+    layout, plan = _layout("dp", (2, 5), extra_args=["--enforce-eager", "--max-num-seqs", "64"], router=False)
     assert [p.env["CUDA_VISIBLE_DEVICES"] for p in layout.processes] == ["2", "5"]
     assert [p.port for p in layout.processes] == [9000, 9001]
     assert layout.endpoints == ["http://127.0.0.1:9000/v1", "http://127.0.0.1:9001/v1"]
@@ -150,6 +150,23 @@ def test_dp_one_replica_per_gpu():
     assert argv[-3:] == ["--enforce-eager", "--max-num-seqs", "64"]
     # the printed command is a shell line that round-trips
     assert shlex.split(layout.processes[0].shell())[1:] == layout.processes[0].argv
+
+
+def test_dp_on_several_gpus_is_one_endpoint_the_router():
+    """The router takes the port asked for; the replicas move to the ports after it, on loopback."""
+    layout, _ = _layout("dp", (2, 5), host="0.0.0.0")
+    *replicas, router = layout.processes
+    assert [p.role for p in replicas] == ["replica", "replica"] and router.role == "router"
+    assert [(p.host, p.port) for p in replicas] == [("127.0.0.1", 9001), ("127.0.0.1", 9002)]
+    assert [_flag(p.argv, "--host") for p in replicas] == ["127.0.0.1", "127.0.0.1"]
+    assert [p.env["CUDA_VISIBLE_DEVICES"] for p in replicas] == ["2", "5"]
+    assert router.argv[1:3] == ["-m", "ocrserve.vllm.router"] and (router.host, router.port) == ("0.0.0.0", 9000)
+    assert _flag(router.argv, "--replicas") == "http://127.0.0.1:9001,http://127.0.0.1:9002"
+    assert layout.endpoints == ["http://0.0.0.0:9000/v1"]
+    # one GPU: no router, the replica on the port asked for
+    layout, _ = _layout("dp", (3,))
+    assert [(p.role, p.port) for p in layout.processes] == [("replica", 9000)]
+    assert layout.endpoints == ["http://127.0.0.1:9000/v1"]
 
 
 def test_dp_vllm_backend_single_endpoint():
