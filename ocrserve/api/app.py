@@ -30,9 +30,6 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import JSONResponse
 from fastapi.staticfiles import StaticFiles
 
-from ocrserve.engines import Engine, create_engine
-from ocrserve.profiles import load_profile
-from ocrserve.settings import Settings, get_settings
 from ocrserve.api import errors as E
 from ocrserve.api.auth import Auth, load_keys
 from ocrserve.api.deps import Context
@@ -45,13 +42,24 @@ from ocrserve.api.routes import convert, health, jobs, pages, render, viewer
 from ocrserve.api.routes.common import retention_doc
 from ocrserve.api.service import Service
 from ocrserve.api.worker import JobWorker
+from ocrserve.engines import Engine, create_engine
+from ocrserve.profiles import load_profile
+from ocrserve.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
 # the service's errors -> HTTP status codes (the most specific class first)
 STATUS: list[tuple[type[E.ServiceError], int]] = [
-    (E.BadInput, 400), (E.Unauthorized, 401), (E.NotFound, 404), (E.SlowUpload, 408), (E.Conflict, 409),
-    (E.TooLarge, 413), (E.TooManyPages, 413), (E.Unsupported, 415), (E.BadDocument, 422), (E.Busy, 429),
+    (E.BadInput, 400),
+    (E.Unauthorized, 401),
+    (E.NotFound, 404),
+    (E.SlowUpload, 408),
+    (E.Conflict, 409),
+    (E.TooLarge, 413),
+    (E.TooManyPages, 413),
+    (E.Unsupported, 415),
+    (E.BadDocument, 422),
+    (E.Busy, 429),
 ]
 
 
@@ -74,8 +82,14 @@ def create_app(settings: Settings | None = None, engine: Engine | str | None = N
     uploads = Path(settings.data_dir) / "uploads"
     shutil.rmtree(uploads, ignore_errors=True)  # leftovers of sync requests of a stopped service
     metrics = Metrics(queue_depth=lambda: store.count(("queued",)), jobs_running=lambda: store.count(("running",)))
-    ctx = Context(settings=settings, auth=auth, store=store, metrics=metrics, uploads=uploads,
-                  limiter=KeyLimiter(settings.per_key_concurrency, settings.retry_after_s))
+    ctx = Context(
+        settings=settings,
+        auth=auth,
+        store=store,
+        metrics=metrics,
+        uploads=uploads,
+        limiter=KeyLimiter(settings.per_key_concurrency, settings.retry_after_s),
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -90,8 +104,10 @@ def create_app(settings: Settings | None = None, engine: Engine | str | None = N
         await sweeper.startup()  # before any job runs or request comes: expired jobs and leftovers go
         ctx.service, ctx.worker = service, worker
         if auth.open:
-            log.warning("no API keys configured (OCRSERVE_API_KEYS / OCRSERVE_API_KEYS_FILE): the API is open to anyone "
-                        "who can reach it")
+            log.warning(
+                "no API keys configured (OCRSERVE_API_KEYS / OCRSERVE_API_KEYS_FILE): the API is open to anyone "
+                "who can reach it"
+            )
         log.info("%s", startup_line(eng.name, profile.name, settings.data_dir))
         worker.start()
         sweeper.start()
@@ -105,27 +121,42 @@ def create_app(settings: Settings | None = None, engine: Engine | str | None = N
                 await eng.aclose()
             store.close()
 
-    app = FastAPI(title="ocrserve OCR API", version="1", lifespan=lifespan, docs_url=None, redoc_url=None,
-                  description="Documents to Markdown, HTML and JSON with Chandra OCR models.\n\n"
-                              + retention_doc(settings.job_ttl_s))
+    app = FastAPI(
+        title="ocrserve OCR API",
+        version="1",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        description="Documents to Markdown, HTML and JSON with Chandra OCR models.\n\n"
+        + retention_doc(settings.job_ttl_s),
+    )
     app.state.ctx = ctx
     app.state.metrics = metrics
     app.state.store = store
-    app.add_middleware(BodyLimit, limit=settings.max_upload_bytes, paths=("/v1/convert", "/v1/jobs", "/v1/render"),
-                       on_reject=lambda: metrics.rejected.labels(reason="too_large").inc())
+    app.add_middleware(
+        BodyLimit,
+        limit=settings.max_upload_bytes,
+        paths=("/v1/convert", "/v1/jobs", "/v1/render"),
+        on_reject=lambda: metrics.rejected.labels(reason="too_large").inc(),
+    )
     app.add_middleware(JSONNewline)  # every JSON answer ends with a newline (the 413 above too)
     origins = [o.strip() for o in settings.cors_origins.split(",") if o.strip()]
     if origins:  # outermost: preflight requests are answered before anything else looks at them
-        app.add_middleware(CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST", "DELETE"],
-                           allow_headers=["Authorization", "Content-Type"],
-                           expose_headers=["X-OCR-Status", "Location", "Retry-After"])
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=origins,
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["Authorization", "Content-Type"],
+            expose_headers=["X-OCR-Status", "Location", "Retry-After"],
+        )
 
     @app.exception_handler(E.ServiceError)
     async def _service_error(request: Request, exc: E.ServiceError):
         if exc.reason:
             metrics.rejected.labels(reason=exc.reason).inc()
-        return JSONResponse({"detail": exc.detail, "code": exc.code}, status_code=status_of(exc),
-                            headers=exc.headers or None)
+        return JSONResponse(
+            {"detail": exc.detail, "code": exc.code}, status_code=status_of(exc), headers=exc.headers or None
+        )
 
     for router in (health.router, viewer.router, pages.router, convert.router, jobs.build(settings), render.router):
         app.include_router(router)

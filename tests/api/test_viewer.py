@@ -17,10 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.helpers import text_pdf
 from tests.fakes.standin import StandIn
 from tests.support.api import KEYS, ApiProcess
-from tests.support.helpers import start_chromium, stop_process
+from tests.support.helpers import start_chromium, stop_process, text_pdf
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
@@ -121,7 +120,9 @@ def _screenshot(cdp: CDP, path: Path, height: int = 1000) -> bytes:
     return shot
 
 
-def test_viewer_uploads_a_pdf_and_draws_labelled_boxes(api: ApiProcess, standin: StandIn, chromium: CDP, tmp_path) -> None:
+def test_viewer_uploads_a_pdf_and_draws_labelled_boxes(
+    api: ApiProcess, standin: StandIn, chromium: CDP, tmp_path
+) -> None:
     pdf = text_pdf(tmp_path / "quarterly.pdf", pages=2, title="Quarterly report")
     standin.control(token_delay_s=0.001, chunk_chars=16)  # a real stream, blocks arriving one by one
     cdp = chromium
@@ -140,7 +141,9 @@ def test_viewer_uploads_a_pdf_and_draws_labelled_boxes(api: ApiProcess, standin:
         assert p["header"].startswith("Page ")
         assert p["img"] > 1000  # the page image the engine saw (1632 px wide)
         colors = p["colors"]  # coloured by label: one colour each, all different
-        assert sorted(colors) == sorted(set(labels)) and len(set(colors.values())) == len(colors) and all(colors.values())
+        assert (
+            sorted(colors) == sorted(set(labels)) and len(set(colors.values())) == len(colors) and all(colors.values())
+        )
         # the header box sits where the model put it: [62, 40, 958, 88] of 1024 (chandra-1)
         x, y, w, h, sw, sh = p["box0"]
         assert abs(x / sw - 62 / 1024) < 0.01 and abs(y / sh - 40 / 1024) < 0.01

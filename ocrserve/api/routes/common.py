@@ -52,7 +52,11 @@ INPUT_DOC = {
                     "type": "object",
                     "required": ["file"],
                     "properties": {
-                        "file": {"type": "string", "format": "binary", "description": "PDF or image"},
+                        "file": {
+                            "type": "string",
+                            "format": "binary",
+                            "description": "PDF, image or Office file (DOCX, XLSX, PPTX, ...)",
+                        },
                         "password": _PASSWORD,
                     },
                 }

@@ -36,7 +36,7 @@ from ocrserve.render import render_json
 log = logging.getLogger(__name__)
 
 CONVERT_DOC = (
-    "Convert one document (PDF or image) and answer with the result.\n\n"
+    "Convert one document (PDF, image, or an Office file through LibreOffice) and answer with the result.\n\n"
     "A document whose pages failed is still a `200` with the Document, whose failed pages carry their "
     f"error: check the `{STATUS_HEADER}` header (`ok`, `fallback` or `failed`) or the pages' `status`. "
     "A file that cannot be opened at all is a `422`; an encrypted PDF needs its `password` field.\n\n"
