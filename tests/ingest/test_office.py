@@ -112,3 +112,30 @@ def test_missing_libreoffice_is_one_line_naming_the_package(tmp_path, monkeypatc
     ], r.stderr
     assert "prices.xlsx: XLSX files need LibreOffice" in r.stderr and "libreoffice-calc" in r.stderr
     assert (tmp_path / "out" / "report" / "report.md").is_file()  # the PDF is converted all the same
+
+
+def test_a_libreoffice_that_hangs_is_stopped_at_the_timeout(tmp_path, monkeypatch):
+    """The whole process group goes (soffice starts children), and the file fails with the timeout named."""
+    import time
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "soffice"
+    fake.write_text(f"#!/bin/sh\nsleep 60 &\necho $! > {tmp_path / 'child.pid'}\nwait\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    doc = make.docx(tmp_path / "slow.docx")
+    t0 = time.monotonic()
+    failed = office.convert_batch([(doc, "docx")], timeout_s=1)
+    assert time.monotonic() - t0 < 15
+    assert failed == {doc: "LibreOffice did not convert it within 1 s (OCRSERVE_OFFICE_TIMEOUT_S)"}
+    assert office.cached_pdf(doc) is None  # nothing kept: the file is tried again when it is opened
+    child = int((tmp_path / "child.pid").read_text())
+    for _ in range(50):  # the grandchild (soffice.bin's place) was killed with its group
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("the child of the hanging soffice is still running")
