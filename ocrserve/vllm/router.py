@@ -44,7 +44,9 @@ Why a router and not vLLM's own data parallelism (`--data-parallel-size`, still 
   the dead replica alone while this router sends its pages to the others.
 - Chandra is a dense model: its replicas need no collectives (vLLM's guide: external load balancing
   "can already be done trivially for non-MoE models, since each deployed server is fully independent").
-The price is one local hop (the request body is read once and sent on; answers are copied through).
+The price is one local hop: on the CPU about 2.5 ms of router time a whole-page request (1.4 MB body) and
+about 50 µs a streamed event (bench/results/router-overhead-cpu/), so pages sent whole cost next to
+nothing, while 8 GPUs all streaming token by token would outrun this one process.
 """
 
 from __future__ import annotations
