@@ -27,6 +27,7 @@ from ocrserve.engines.lite.order import leaf_order as _leaf_order
 from ocrserve.engines.lite.order import reading_order
 from ocrserve.engines.lite.order import vfrac_overlap as _vfrac_overlap
 from ocrserve.engines.lite.tables import TableItem, detect_tables, table_html
+from ocrserve.ingest.pdf.bidi import mostly_rtl
 from ocrserve.ingest.pdf.textlayer import Line
 
 Box = tuple[float, float, float, float]
@@ -123,7 +124,8 @@ def merge_fragments(lines: list[Line]) -> list[Line]:
         if best is None:
             out.append(Line(ln.text, ln.x0, ln.y0, ln.x1, ln.y1, ln.size, ln.bold, ln.score))
             continue
-        best.text = f"{best.text} {ln.text}"
+        # the fragment on the right comes first in a right-to-left line
+        best.text = f"{ln.text} {best.text}" if mostly_rtl(best.text + ln.text) else f"{best.text} {ln.text}"
         n_old = max(len(best.text) - len(ln.text), 1)
         best.bold = best.bold and ln.bold
         best.score = min(best.score, ln.score)
@@ -293,11 +295,15 @@ def _continues(p: _Para, line: Line, head: bool, bullet: bool, para_gap: float, 
         return False  # a bold run-in heading line followed by body text
     if p.kind == "item":
         # continuation lines of a list item are indented past the bullet
+        if mostly_rtl(p.lines[0].text):  # the bullet is on the right
+            return line.x1 <= p.lines[0].x1 - 0.3 * lh
         return line.x0 >= p.lines[0].x0 + 0.3 * lh
     right = max(x1, line.x1)
-    if prev.x1 < right - 0.3 * max(right - x0, 1e-6) and prev.text.rstrip().endswith(
-        (".", "!", "?", ":", '"', "\u201d")
-    ):
+    if mostly_rtl(prev.text):  # a short last line ends on the left
+        short = prev.x0 > min(x0, line.x0) + 0.3 * max(right - min(x0, line.x0), 1e-6)
+    else:
+        short = prev.x1 < right - 0.3 * max(right - x0, 1e-6)
+    if short and prev.text.rstrip().endswith((".", "!", "?", ":", '"', "\u201d", "\u061f")):
         return False  # the previous line ended a paragraph early
     return True
 

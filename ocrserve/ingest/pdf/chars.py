@@ -24,6 +24,8 @@ from dataclasses import dataclass
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
+from ocrserve.ingest.pdf.bidi import is_rtl, line_text, ltr_reach, presentation_to_base
+
 INVISIBLE_MODES = {3, 7}  # FPDF_TEXTRENDERMODE_INVISIBLE, _CLIP
 
 
@@ -131,6 +133,7 @@ def extract_chars(page: pdfium.PdfPage, textpage: pdfium.PdfTextPage | None = No
             ch = chr(code)
         except (ValueError, OverflowError):
             ch = "\ufffd"
+        ch = presentation_to_base(ch)  # joined Arabic letter shapes, Hebrew ligatures: their letters
         if code == 2:
             ch = "-"  # pdfium's mark for a hyphen that ends a line ("replace-" / "ment")
         generated = bool(pdfium_c.FPDFText_IsGenerated(raw_tp, i))
@@ -309,8 +312,7 @@ def chars_to_lines(chars: list[Char]) -> list[Line]:
     def close() -> None:
         nonlocal cur
         if cur:
-            text = "".join(c.text for c in cur)
-            text = re.sub(r"\s+", " ", text).strip()
+            text = re.sub(r"\s+", " ", line_text(cur) if rtl else "".join(c.text for c in cur)).strip()
             boxed = [c for c in cur if not c.text.isspace()]
             if text and boxed:
                 sizes = sorted(c.size for c in boxed)
@@ -334,9 +336,11 @@ def chars_to_lines(chars: list[Char]) -> list[Line]:
                 )
         cur = []
 
-    x1 = y0 = y1 = 0.0
+    x1 = y0 = y1 = xl = 0.0
+    rtl = False  # the line holds right-to-left characters: they step leftwards (logical order)
     prev_box: tuple[float, float] | None = None
-    for c in chars:
+    reach = ltr_reach(chars)
+    for i, c in enumerate(chars):
         if c.text in "\r\n":
             close()
             pending_space = False
@@ -360,13 +364,20 @@ def chars_to_lines(chars: list[Char]) -> list[Line]:
                 and c.x1 >= prev_box[1] - 0.5
             ):
                 same, gap = True, 0.0  # a ligature: pdfium gives its characters the glyph's box
+            if not same and (rtl or is_rtl(c.text)) and overlap >= 0.5 * min(lh, h):
+                # right to left: the next character sits left of the line, or back inside it (a number)
+                right = reach[i] if reach else c.x1
+                gap = max(xl - right, c.x0 - x1)
+                same = right >= xl - 0.9 * max(lh, h) and c.x0 <= x1 + 0.9 * max(lh, h)
             if not same:
                 close()
             elif pending_space or gap > 0.25 * min(lh, h):
                 cur.append(Char(" ", x1, y0, x1, y1, 0.0, -1, c.invisible, True))
         if not cur:
-            x1, y0, y1 = c.x1, c.y0, c.y1
+            x1, y0, y1, xl, rtl = c.x1, c.y0, c.y1, c.x0, False
         cur.append(c)
+        rtl = rtl or is_rtl(c.text)
+        xl = min(xl, c.x0)
         prev_box = (c.x0, c.x1)
         pending_space = False
         x1 = max(x1, c.x1)

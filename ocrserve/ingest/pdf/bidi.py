@@ -1,0 +1,149 @@
+"""Right-to-left text (Arabic, Hebrew, ...) in the text layer: presentation forms, logical order.
+
+pdfium's text page already puts the characters of a line in logical order (its own bidi pass over
+the glyphs' positions, whatever order the content stream drew them in): the characters of an RTL
+word then step leftwards on the page, numbers and Latin words inside the line rightwards. The line
+builder (ocrserve.ingest.pdf.chars) follows them either way. Where a line's right-to-left
+characters still come in visual order (they step rightwards: a text layer without pdfium's
+reordering), `logical_units` turns the line around with a small UAX #9 reorder of one line (the
+paragraph direction from the line's strong characters, W7-style numbers after Latin text, N1
+neutrals, L2 run reversal), combining marks kept after their base and ligature glyphs whole.
+
+Presentation forms (U+FB1D-U+FDFF, U+FE70-U+FEFF: the joined shapes of Arabic letters, Hebrew
+ligatures) read as their base letters (NFKC), so words match their plain spelling.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Sequence
+
+_STRONG_RTL = frozenset(("R", "AL"))
+
+
+def presentation_to_base(ch: str) -> str:
+    """A presentation form -> its base letter(s) (NFKC); any other character as it is."""
+    if ch and ("\ufb1d" <= ch[0] <= "\ufdff" or "\ufe70" <= ch[0] <= "\ufefe"):
+        return unicodedata.normalize("NFKC", ch)
+    return ch
+
+
+def is_rtl(text: str) -> bool:
+    """The text's first character is a strong right-to-left one."""
+    return bool(text) and unicodedata.bidirectional(text[0]) in _STRONG_RTL
+
+
+def _kind(unit: str) -> str:
+    """R (right to left), L, N (number) or x (neutral) for a unit (its first character)."""
+    t = unicodedata.bidirectional(unit[0]) if unit else "WS"
+    if t in _STRONG_RTL:
+        return "R"
+    if t == "L":
+        return "L"
+    if t in ("EN", "AN"):
+        return "N"
+    return "x"
+
+
+def visual_order(xs: Sequence[float]) -> bool:
+    """Positions (left edges, content order) of a line's right-to-left characters step rightwards:
+    the line came in visual order."""
+    right = sum(1 for a, b in zip(xs, xs[1:]) if b > a + 0.01)
+    left = sum(1 for a, b in zip(xs, xs[1:]) if b < a - 0.01)
+    return right > left
+
+
+def logical_units(units: Sequence[str]) -> list[str]:
+    """One line's units (a character or a ligature glyph's characters) in visual order, left to right
+    -> logical order. Combining marks stay after the unit they were drawn with."""
+    merged: list[str] = []
+    for u in units:
+        if merged and u and unicodedata.category(u[0]).startswith("M"):
+            merged[-1] += u
+        else:
+            merged.append(u)
+    kinds = [_kind(u) for u in merged]
+    n_r, n_l = kinds.count("R"), kinds.count("L")
+    if not n_r:
+        return list(merged)
+    base = 1 if n_r >= n_l else 0
+    edge = "R" if base else "L"  # the direction at the line's start and end (sos / eos)
+    # a number whose nearest strong neighbour on its left is Latin reads with it (W7, seen visually)
+    strong_left = edge
+    for i, k in enumerate(kinds):
+        if k in ("R", "L"):
+            strong_left = k
+        elif k == "N" and strong_left == "L":
+            kinds[i] = "L"
+    # neutrals between two of one direction take it (numbers count as right to left), else the base
+    as_dir = ["R" if k == "N" else k for k in kinds]
+    resolved = list(kinds)
+    i = 0
+    while i < len(kinds):
+        if kinds[i] != "x":
+            i += 1
+            continue
+        j = i
+        while j < len(kinds) and kinds[j] == "x":
+            j += 1
+        before = as_dir[i - 1] if i > 0 else edge
+        after = as_dir[j] if j < len(kinds) else edge
+        d = before if before == after else ("R" if base else "L")
+        resolved[i:j] = [d] * (j - i)
+        i = j
+    levels = []
+    for k in resolved:
+        if k == "R":
+            levels.append(1 if base == 0 else base)
+        elif k == "N":
+            levels.append(2)
+        else:  # L
+            levels.append(2 if base else 0)
+    # L2: reverse every run at or above each level, from the highest down to 1
+    order = list(range(len(merged)))
+    for level in range(max(levels), 0, -1):
+        i = 0
+        while i < len(order):
+            if levels[order[i]] < level:
+                i += 1
+                continue
+            j = i
+            while j < len(order) and levels[order[j]] >= level:
+                j += 1
+            order[i:j] = order[i:j][::-1]
+            i = j
+    return [merged[i] for i in order]
+
+
+def line_text(chars: Sequence) -> str:
+    """A line's characters (objects with text and x0, content order, spaces included) -> its text in
+    logical order: as they come, unless their right-to-left characters come in visual order."""
+    xs = [c.x0 for c in chars if is_rtl(c.text)]
+    if not visual_order(xs):
+        return "".join(c.text for c in chars)
+    return "".join(logical_units([c.text for c in chars]))
+
+
+def ltr_reach(chars: Sequence) -> list[float] | None:
+    """Per character (objects with text, x1; content order): the right end of the run of characters
+    that are not right to left starting there (to the next RTL character or line break): a number or
+    Latin word in an RTL line starts at its left end, its run's right end meets the text before it.
+    None when the page has no right-to-left character."""
+    if not any(is_rtl(c.text) for c in chars):
+        return None
+    reach = [0.0] * len(chars)
+    run_end = 0.0
+    for i in range(len(chars) - 1, -1, -1):
+        c = chars[i]
+        if c.text in ("\r", "\n") or is_rtl(c.text):
+            run_end = 0.0
+        else:
+            run_end = max(run_end, c.x1)
+        reach[i] = run_end if run_end else c.x1
+    return reach
+
+
+def mostly_rtl(text: str) -> bool:
+    """More strong right-to-left characters than left-to-right ones: a line that reads from the right."""
+    kinds = [unicodedata.bidirectional(c) for c in text]
+    return sum(k in _STRONG_RTL for k in kinds) > kinds.count("L")
