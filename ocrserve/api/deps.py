@@ -28,8 +28,30 @@ class Context:
     metrics: Metrics
     limiter: KeyLimiter
     uploads: Path  # sync requests' upload folders
-    service: Service = field(default=None)  # type: ignore[assignment]  # set by the lifespan
-    worker: JobWorker = field(default=None)  # type: ignore[assignment]
+    _service: Service | None = field(default=None, init=False, repr=False)
+    _worker: JobWorker | None = field(default=None, init=False, repr=False)
+
+    # the service and the job worker are set by the app's lifespan, before any request is taken
+
+    @property
+    def service(self) -> Service:
+        if self._service is None:
+            raise RuntimeError("the API's service is not started (the app's lifespan sets it)")
+        return self._service
+
+    @service.setter
+    def service(self, value: Service) -> None:
+        self._service = value
+
+    @property
+    def worker(self) -> JobWorker:
+        if self._worker is None:
+            raise RuntimeError("the API's job worker is not started (the app's lifespan sets it)")
+        return self._worker
+
+    @worker.setter
+    def worker(self, value: JobWorker) -> None:
+        self._worker = value
 
 
 def context(request: Request) -> Context:

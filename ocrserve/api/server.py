@@ -22,6 +22,7 @@ class HeaderTimeoutH11(H11Protocol):
 
     header_timeout_s = 10.0
 
+    # uvicorn's own signature, which narrows asyncio.Protocol's BaseTransport (uvicorn ignores it too)
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._head_deadline: asyncio.TimerHandle | None = None

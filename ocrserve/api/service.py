@@ -26,6 +26,7 @@ from ocrserve.ingest.pool import ResilientPool, WorkerCrash, default_task_timeou
 from ocrserve.ingest.raster import DocumentError, SourceInfo, open_source
 from ocrserve.ingest.sources import PageSelection, parse_page_ranges
 from ocrserve.pipeline.local import Converter, DocResult
+from ocrserve.pipeline.results import DocStatus
 from ocrserve.profiles import Profile, load_profile
 from ocrserve.settings import Settings
 
@@ -42,7 +43,7 @@ def safe_filename(name: str | None) -> str:
     return base or "upload"
 
 
-def parse_selection(pages: str | None) -> Any:
+def parse_selection(pages: str | None) -> PageSelection | None:
     """`pages=` parsed (None: every page); ValueError naming `pages=` when it is not a page selection.
     Runs in a thread: the text may be long."""
     try:
@@ -122,7 +123,7 @@ class Service:
             raise BadInput(f"pages=: {len(pages)} characters; a page selection is at most 20000")
         if pages and any(len(n) > 7 or int(n) > 1_000_000 for n in re.findall(r"\d+", pages)):
             raise BadInput(f"pages={pages[:80]!r}: page numbers above 1000000 are not accepted")
-        sel = None
+        sel: PageSelection | None = None
         if pages:  # checked before the file is opened (a bad selection is the request's fault)
             try:
                 sel = await asyncio.to_thread(parse_selection, pages)
@@ -139,7 +140,7 @@ class Service:
         indices = None if sel is None else await asyncio.to_thread(clip_selection, sel, info.page_count)
         selected = info.page_count if indices is None else len(indices)
         if indices is not None and selected == 0:
-            raise BadDocument(f"{filename}: pages={pages[:80]} selects none of its {info.page_count} pages")
+            raise BadDocument(f"{filename}: pages={(pages or '')[:80]} selects none of its {info.page_count} pages")
         if selected > self.settings.max_pages:
             raise TooManyPages(f"{filename}: {selected} pages to convert; the limit is {self.settings.max_pages}")
         return Checked(
@@ -199,7 +200,7 @@ class Service:
             result = DocResult(
                 name=checked.filename,
                 path=checked.filename,
-                status="failed",
+                status=DocStatus.FAILED,
                 error="interrupted" if summary.interrupted else "no result",
             )
         else:
@@ -216,10 +217,9 @@ class Service:
 
     async def ready(self) -> bool:
         try:
-            out = self.engine.check()
-            if asyncio.iscoroutine(out):
-                out = await asyncio.wait_for(out, timeout=15)
-            return bool(out)
+            answer = self.engine.check()
+            ok = await asyncio.wait_for(answer, timeout=15) if asyncio.iscoroutine(answer) else answer
+            return bool(ok)
         except Exception as e:  # noqa: BLE001 - readiness answers, it does not raise
             log.warning("engine check failed: %r", e)
             return False

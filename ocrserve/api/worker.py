@@ -15,8 +15,9 @@ import logging
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
-from ocrserve.api.jobs import JobStore
+from ocrserve.api.jobs import JobStatus, JobStore
 from ocrserve.api.service import Checked, Service
 from ocrserve.document import Document, Page
 from ocrserve.render import render_json
@@ -151,10 +152,10 @@ class JobWorker:
             pages_failed=sum(p.status == "failed" for p in doc.pages),
         )
 
-    async def _finish(self, job_id: str, status: str, **kw) -> None:
+    async def _finish(self, job_id: str, status: JobStatus, **kw: Any) -> None:
         """Record the job's end; its input goes (the result is what is kept). If this is interrupted
         before the input is gone, the next start's tidy removes it."""
-        if self.store.finish(job_id, status, **kw):  # type: ignore[arg-type]
+        if self.store.finish(job_id, status, **kw):
             await asyncio.to_thread(self.store.drop_input, job_id)
             await asyncio.to_thread(shutil.rmtree, self.store.pages_dir(job_id), True)
 

@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -125,7 +126,7 @@ def _ignore_late_signals() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _run(inputs: list[str], options: Any, display: _Display) -> Any:
+def _run(inputs: list[str | Path], options: Any, display: _Display) -> Any:
     """Run the conversion with the scheduler the options ask for (local asyncio, or Ray)."""
     if options.ray is not None:
         from ocrserve.pipeline.ray import run_ray_convert

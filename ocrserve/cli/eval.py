@@ -90,8 +90,8 @@ def register(app: typer.Typer) -> None:
         for r in res.failed[: max(0, show_failures)]:
             bad = next((x for x in r.repeats if x.passed is False), None)
             typer.echo(f"  [FAIL] {r.id} ({r.type}, {r.pdf} p{r.page}): {bad.explanation if bad else ''}")
-        for e in res.errors[:10]:
-            typer.echo(f"  [ERROR] {e}")
+        for error in res.errors[:10]:
+            typer.echo(f"  [ERROR] {error}")
         if json_out:
             json_out.parent.mkdir(parents=True, exist_ok=True)
             json_out.write_text(

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ocrserve.document import Document
 from ocrserve.export.formats import DEFAULT_FORMATS, RenderContext, get_format, output_formats
 from ocrserve.ingest.naming import path_hash, same_file
-from ocrserve.ingest.sources import SourceFile
+from ocrserve.ingest.sources import PageSelection, SourceFile
 
 if TYPE_CHECKING:
     from ocrserve.pipeline.options import ConvertOptions
@@ -82,12 +82,13 @@ class Existing:
             return None
         pages = [pg for pg in data.get("pages", []) if isinstance(pg, dict)]
         src = data.get("source") or {}
+        page_count = src.get("page_count")
         return cls(
             sha256=src.get("sha256"),
             path=src.get("path"),
-            pages=frozenset(pg.get("index") for pg in pages if isinstance(pg.get("index"), int)),
+            pages=frozenset(pg["index"] for pg in pages if isinstance(pg.get("index"), int)),
             ok=all(pg.get("status") != "failed" for pg in pages),
-            page_count=src.get("page_count") if isinstance(src.get("page_count"), int) else 0,
+            page_count=page_count if isinstance(page_count, int) else 0,
         )
 
 
@@ -239,7 +240,10 @@ def plan_document(
 
 
 def done_though_unreadable(
-    error: BaseException, here: Existing | None, selection: list[int] | None, formats: tuple[str, ...] = DEFAULT_FORMATS
+    error: BaseException,
+    here: Existing | None,
+    selection: PageSelection | None,
+    formats: tuple[str, ...] = DEFAULT_FORMATS,
 ) -> bool:
     """A document that cannot be opened now (an encrypted PDF rerun without its password) whose
     complete output from this very file (same hash) is already there counts as finished: skipped."""

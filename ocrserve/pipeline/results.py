@@ -88,7 +88,7 @@ def document_result(name: str, path: str, doc: Document) -> DocResult:
     return DocResult(
         name=name,
         path=path,
-        status=doc.status,
+        status=DocStatus(doc.status),  # a page status names a document status too
         document=doc,
         pages=len(pages),
         pages_failed=sum(p.status == "failed" for p in pages),

@@ -17,11 +17,15 @@ import tempfile
 import uuid
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ocrserve.document import Document
 from ocrserve.export.formats import DEFAULT_FORMATS, RenderContext, output_formats
 from ocrserve.ingest.naming import Occupant
 from ocrserve.pipeline.output import Existing, clean_stale_staging, load_existing, staging_dir, write_document
+
+if TYPE_CHECKING:
+    from fsspec import AbstractFileSystem
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +53,7 @@ class OutputTarget:
     def __init__(self, target: str | Path, storage_options: dict | None = None) -> None:
         self.target = normalize_target(target)
         self.storage_options = storage_options or {}
-        self._fs = None
+        self._fs: AbstractFileSystem | None = None  # a remote target's
         if self.target.startswith("file://"):  # a local folder, written atomically like any other
             self.target = self.target[len("file://") :]
         if is_url(self.target):
@@ -65,6 +69,13 @@ class OutputTarget:
 
     def __str__(self) -> str:
         return self.target
+
+    @property
+    def _remote(self) -> AbstractFileSystem:
+        """The filesystem of a remote target (the local one is written with pathlib)."""
+        if self._fs is None:
+            raise RuntimeError(f"{self.target} is a local folder, not an fsspec URL")
+        return self._fs
 
     # -- paths -------------------------------------------------------------------------------
     def _json_path(self, name: str) -> str:
@@ -82,7 +93,7 @@ class OutputTarget:
             self.local.mkdir(parents=True, exist_ok=True)
             clean_stale_staging(self.local)
         else:
-            self._fs.makedirs(self.root, exist_ok=True)
+            self._remote.makedirs(self.root, exist_ok=True)
 
     def begin_run(self) -> None:
         """From now until the next run, each name's output is read once (naming, then planning, ask
@@ -102,9 +113,9 @@ class OutputTarget:
             return load_existing(self.local, name)
         try:
             path = self._json_path(name)
-            if not self._fs.isfile(path):
+            if not self._remote.isfile(path):
                 return None
-            with self._fs.open(path, "rb") as f:
+            with self._remote.open(path, "rb") as f:
                 found = Existing.from_json(json.loads(f.read().decode("utf-8")))
             if found is None:
                 return None
@@ -112,7 +123,7 @@ class OutputTarget:
             return replace(
                 found,
                 formats=frozenset(
-                    f.name for f in output_formats() if self._fs.isfile(f"{self.root}/{name}/{base}{f.suffix}")
+                    f.name for f in output_formats() if self._remote.isfile(f"{self.root}/{name}/{base}{f.suffix}")
                 ),
             )
         except (OSError, ValueError):
@@ -127,10 +138,10 @@ class OutputTarget:
                 return Occupant(document=True, path=found.path if found else None)
             return Occupant(document=False) if (self.local / name).is_dir() else None
         try:
-            if self._fs.isfile(self._json_path(name)):
+            if self._remote.isfile(self._json_path(name)):
                 found = self.load_existing(name)
                 return Occupant(document=True, path=found.path if found else None)
-            return Occupant(document=False) if self._fs.isdir(f"{self.root}/{name}") else None
+            return Occupant(document=False) if self._remote.isdir(f"{self.root}/{name}") else None
         except OSError:
             return None
 
@@ -171,7 +182,7 @@ class OutputTarget:
         return self.location(name)
 
     def _upload(self, folder: Path, name: str) -> None:
-        fs = self._fs
+        fs = self._remote
         dest = f"{self.root}/{name}"
         base = name.rsplit("/", 1)[-1]
         if fs.exists(dest):

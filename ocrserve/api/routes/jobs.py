@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
@@ -65,7 +66,7 @@ def build(settings: Settings) -> APIRouter:
     """The jobs routes (their docs say how long this service keeps finished jobs)."""
     router = APIRouter(tags=["jobs"])
     retention = retention_doc(settings.job_ttl_s)
-    not_found = {
+    not_found: dict[int | str, dict[str, Any]] = {  # FastAPI's type for `responses`
         404: {
             "description": "No such job for this key: never made, deleted"
             + (", or expired (past its retention time)" if settings.job_ttl_s > 0 else "")
