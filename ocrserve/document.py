@@ -11,6 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 SCHEMA_VERSION = "1.1"  # 1.1: Page.truncated/looped, Block.origin, Document.metadata
 
+BboxSource = Literal["model", "fixed", "missing"]  # where a block's box came from (Block.bbox_source)
+
 
 class PageStatus(StrEnum):
     """How a page was obtained: ok (its engine), fallback (rescued whole by the fallback), failed."""
@@ -38,7 +40,7 @@ class Block(BaseModel):
     label: str = Field(description="layout label as the model wrote it, e.g. Text, Table, Section-Header")
     bbox: list[float] = Field(description="[x0, y0, x1, y1] in original page coordinates (PDF points or image pixels)")
     bbox_norm: list[float] = Field(description="[x0, y0, x1, y1] normalized to 0-1")
-    bbox_source: Literal["model", "fixed", "missing"] = Field(
+    bbox_source: BboxSource = Field(
         "model", description="model: as written; fixed: repaired (reversed/clamped/partial); missing: whole page"
     )
     html: str = Field(description="sanitized inner HTML of the block")

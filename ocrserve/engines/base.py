@@ -54,19 +54,23 @@ class PageInput:
         self.doc_id = doc_id  # stable id of the document within a run
         self.index = index  # page index in the source, from 0
         self._image = image  # page image sized for the model (pixel budget, patch grid)
-        self.width = width or float(image_size[0] if image_size else image.width)  # original page size
-        self.height = height or float(image_size[1] if image_size else image.height)
+        size = image_size or (image.size if image is not None else None)
+        if size is None and not (width and height):
+            raise ValueError("PageInput from PNG bytes alone needs image_size or the page's width and height")
+        self.width = width or float(size[0] if size else 0)  # original page size
+        self.height = height or float(size[1] if size else 0)
         self.unit = unit  # "pt" for PDF pages, "px" for images
         self.source_path = source_path  # the source file (lite reads a PDF's text layer from it)
         self.source_type = source_type  # pdf, png, jpeg, ...
         self.password = password  # PDF password, if any
         self.png = png  # the image PNG-encoded (level 1)
         self.render_s = render_s
-        self.image_size = image_size or (image.size if image is not None else None)
+        self.image_size = size
 
     @property
     def image(self) -> Image.Image:
         if self._image is None:
+            assert self.png is not None  # a PageInput always holds the image or its PNG
             self._image = Image.open(io.BytesIO(self.png)).convert("RGB")
             self.image_size = self._image.size
         return self._image
@@ -78,7 +82,7 @@ class PageInput:
     def png_bytes(self) -> bytes:
         if self.png is None:
             buf = io.BytesIO()
-            self._image.save(buf, format="PNG", compress_level=1)
+            self.image.save(buf, format="PNG", compress_level=1)  # no PNG: the image is held
             self.png = buf.getvalue()
         return self.png
 
@@ -185,6 +189,8 @@ class Engine(abc.ABC):
     def create(cls, profile: Profile | str | None, options: EngineOptions) -> Engine:
         """Build the engine from its resolved options (create_engine's last step; an engine that is
         several engines, such as openai with several servers, says so here)."""
+        # Engine itself declares no constructor: the registered engines take (profile, options), the
+        # wrappers (fallback, multi-server), built otherwise, do not
         return cls(profile, options)  # type: ignore[call-arg]
 
     @classmethod
@@ -197,8 +203,9 @@ class Engine(abc.ABC):
     def innermost(self) -> Engine:
         """The engine under any wrappers (each keeps the engine it wraps in `inner`): its traits count."""
         eng: Engine = self
-        while isinstance(getattr(eng, "inner", None), Engine):
-            eng = eng.inner  # type: ignore[attr-defined]
+        inner = getattr(eng, "inner", None)
+        while isinstance(inner, Engine):
+            eng, inner = inner, getattr(inner, "inner", None)
         return eng
 
     @abc.abstractmethod

@@ -116,7 +116,7 @@ class HFEngine(HFGeneration, Engine):
         )
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hf-generate")
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._queue: asyncio.Queue | None = None
+        self._queue: asyncio.Queue[Request] | None = None
         self._task: asyncio.Task | None = None
 
     # ---- loading -------------------------------------------------------------------------------
@@ -234,7 +234,7 @@ class HFEngine(HFGeneration, Engine):
 
     async def _attempt(self, image: Image.Image, sampling: Sampling, deltas: ThreadDeltas | None) -> Generated:
         loop = asyncio.get_running_loop()
-        self._ensure_batcher(loop)
+        queue = self._ensure_batcher(loop)
         request = Request(
             image=image,
             sampling=sampling,
@@ -242,19 +242,21 @@ class HFEngine(HFGeneration, Engine):
             sink=deltas.sink if deltas is not None else None,
             restart=deltas.restart if deltas is not None else None,
         )
-        self._queue.put_nowait(request)
+        queue.put_nowait(request)
         return await request.future
 
-    def _ensure_batcher(self, loop: asyncio.AbstractEventLoop) -> None:
-        if self._loop is loop and self._task is not None and not self._task.done():
-            return
+    def _ensure_batcher(self, loop: asyncio.AbstractEventLoop) -> asyncio.Queue[Request]:
+        """The queue of this loop's batcher task, started when there is none (or it ended)."""
+        if self._loop is loop and self._queue is not None and self._task is not None and not self._task.done():
+            return self._queue
         self._loop = loop
-        self._queue = asyncio.Queue()
-        self._task = loop.create_task(self._batch_loop(), name="hf-batcher")
+        queue: asyncio.Queue[Request] = asyncio.Queue()
+        self._queue = queue
+        self._task = loop.create_task(self._batch_loop(queue), name="hf-batcher")
+        return queue
 
-    async def _batch_loop(self) -> None:
+    async def _batch_loop(self, queue: asyncio.Queue[Request]) -> None:
         loop = asyncio.get_running_loop()
-        queue = self._queue
         pending: list[Request] = []
         while True:
             if not pending:

@@ -13,7 +13,7 @@ from typing import Any
 from PIL import Image
 
 from ocrserve.engines.hf_load import IMAGE_TOKEN
-from ocrserve.profiles import Sampling
+from ocrserve.profiles import Profile, Sampling
 
 log = logging.getLogger("ocrserve.engines.hf")
 
@@ -90,8 +90,9 @@ class BatchStreamer:
         if text.endswith("\ufffd") and not final:
             return
         delta = text[self.printed[i] :]
-        if delta:
-            self.sinks[i](delta)
+        sink = self.sinks[i]
+        if delta and sink is not None:  # a row without a sink is done from the start: never emitted
+            sink(delta)
         self.printed[i] = len(text)
         if text.endswith("\n") or len(self.cache[i]) >= self.window:
             self.cache[i] = []
@@ -100,6 +101,25 @@ class BatchStreamer:
 
 class HFGeneration:
     """The generation half of HFEngine (a mixin: the model, tokenizer and settings are the engine's)."""
+
+    # Set by HFEngine (its __init__ and _load). torch and transformers objects are typed Any: torch is
+    # imported lazily and their stubs say little.
+    profile: Profile
+    device: str  # 'cuda', 'cuda:N', 'mps' or 'cpu'
+    dtype: Any  # a torch.dtype
+    batch_size: int
+    ignore_eos: bool
+    static_cache: bool
+    tokenizer: Any
+    image_processor: Any
+    chat_template: str | None
+    image_token_id: int
+    merge_size: int
+    model: Any
+    eos_ids: list[int]
+    pad_id: int
+    _forward_takes: set[str]
+    _torch: Any  # the torch module
 
     def prepare(self, images: list[Image.Image]) -> dict:
         """Model inputs for a batch of page images: chat template, expanded image tokens, left padding."""

@@ -123,7 +123,7 @@ class VLLMEngine(Engine):
         n = len(pages)
         results: list[EngineResult | None] = [None] * n
         ladders = [Ladder(self.name, self.profile, max_retries=self.max_retries) for _ in range(n)]
-        convs: list[list[dict] | None] = [None] * n
+        convs: dict[int, list[dict]] = {}  # the conversation of each page that could be encoded
         for i, p in enumerate(pages):
             try:
                 convs[i] = self._messages(p)
@@ -155,9 +155,9 @@ class VLLMEngine(Engine):
             todo = retry
             sampling = self.profile.retry_sampling  # every page retried has had one unusable answer
         dt = time.perf_counter() - t0
-        out: list[EngineResult] = []
+        answers: list[EngineResult] = []
         for r in results:
             assert r is not None
             r.elapsed_s = dt
-            out.append(r)
-        return out
+            answers.append(r)
+        return answers

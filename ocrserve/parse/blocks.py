@@ -8,7 +8,7 @@ import re
 
 from selectolax.lexbor import LexborNode
 
-from ocrserve.document import Block, Page
+from ocrserve.document import BboxSource, Block, Page
 from ocrserve.profiles import Profile, load_profile
 from ocrserve.render.markdown import block_markdown, node_text
 from ocrserve.sanitize import MathStore, prepare_fragment, serialize_children, serialize_nodes
@@ -21,7 +21,7 @@ _END_DIV = re.compile(r"</div\s*>\s*$", re.IGNORECASE)
 _CUT_TAG = re.compile(r"<[^<>]*$")  # a tag the token limit cut in half
 
 
-def parse_bbox(value: str | None, scale: float) -> tuple[list[float], str]:
+def parse_bbox(value: str | None, scale: float) -> tuple[list[float], BboxSource]:
     """Box in model units -> (box clamped to 0..scale, source). Accepts `[x0, y0, x1, y1]` and `x0 y0 x1 y1`.
 
     source is "model" for a box used as written, "fixed" for one repaired (reversed corners,
@@ -38,7 +38,7 @@ def parse_bbox(value: str | None, scale: float) -> tuple[list[float], str]:
     if len(nums) != 4 or not all(math.isfinite(v) and abs(v) < 1e9 for v in nums):
         return full, "missing"
     x0, y0, x1, y1 = nums
-    source = "model"
+    source: BboxSource = "model"
     if x0 > x1:
         x0, x1, source = x1, x0, "fixed"
     if y0 > y1:
@@ -58,9 +58,9 @@ def canonical_label(label: str | None, known: list[str]) -> str:
     return lookup.get(label.lower().replace("_", "-").replace(" ", "-"), label)
 
 
-def _dimension(v: object) -> float:
+def _dimension(v: float) -> float:
     try:
-        f = float(v)  # type: ignore[arg-type]
+        f = float(v)  # an untyped caller's junk (a string, None) is caught: the size is then 1
     except (TypeError, ValueError):
         return 1.0
     return f if math.isfinite(f) and f > 0 else 1.0
@@ -124,7 +124,7 @@ def parse_output(
             label=label,
             bbox=[norm[0] * width, norm[1] * height, norm[2] * width, norm[3] * height],
             bbox_norm=norm,
-            bbox_source=source,  # type: ignore[arg-type]
+            bbox_source=source,
             html=serialize_children(node, st, tags, attrs).strip(),
             text=node_text(node, st),
         )

@@ -207,7 +207,7 @@ def _scaled(l: Line, f: float, dx: float, dy: float) -> Line:
 
 
 def _task(page: PageInput, options: dict) -> dict:
-    task = {
+    task: dict[str, Any] = {
         "source_type": page.source_type,
         "source_path": page.source_path,
         "index": page.index,
@@ -390,7 +390,12 @@ class LiteEngine(Engine):
     async def aclose(self) -> None:
         workers = self._close_all()
         if workers:
-            await asyncio.get_running_loop().run_in_executor(None, lambda: [w.close(wait=True) for w in workers])
+
+            def close_all() -> None:
+                for w in workers:
+                    w.close(wait=True)
+
+            await asyncio.get_running_loop().run_in_executor(None, close_all)
 
     def close(self) -> None:
         for worker in self._close_all():

@@ -14,7 +14,7 @@ A line is a header (footer) when
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection
 
 from ocrserve.ingest.pdf.chars import rows_of
 from ocrserve.ingest.pdf.textlayer import Line
@@ -55,7 +55,7 @@ def _edge_zone(lines: list[Line], height: float, small, *, bottom: bool) -> list
     hs = sorted(l.h for l in lines)
     lh = hs[len(hs) // 2]
     blocks: list[list[Line]] = []
-    end = None
+    end = 0.0  # the bottom of the last block (read once there is one)
     for l in sorted(lines, key=lambda l: l.y0):
         if blocks and l.y0 < end + 0.01:
             blocks[-1].append(l)
@@ -83,7 +83,7 @@ def _edge_zone(lines: list[Line], height: float, small, *, bottom: bool) -> list
 
 
 def split_headers_footers(
-    lines: list[Line], height: float, body_metric: float, running: Sequence[str] = (), width: float = 0.0
+    lines: list[Line], height: float, body_metric: float, running: Collection[str] = (), width: float = 0.0
 ) -> tuple[list[Line], list[Line], list[Line]]:
     """(headers, body, footers)."""
     if len(lines) < 4:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from statistics import median
 
@@ -108,7 +108,8 @@ def merge_fragments(lines: list[Line]) -> list[Line]:
     """Join fragments of one row that are closer than about a line height (not across a gutter)."""
     out: list[Line] = []
     for ln in sorted(lines, key=lambda l: (l.x0, l.y0)):
-        best, best_gap = None, None
+        best: Line | None = None
+        best_gap: float | None = None
         for cand in out:
             h = max(cand.h, ln.h)
             gap = ln.x0 - cand.x1
@@ -119,7 +120,7 @@ def merge_fragments(lines: list[Line]) -> list[Line]:
             ):
                 if best_gap is None or gap < best_gap:
                     best, best_gap = cand, gap
-        if best is not None and best_gap > 0.3 * ln.h and _gutter(lines, best, ln):
+        if best is not None and best_gap is not None and best_gap > 0.3 * ln.h and _gutter(lines, best, ln):
             best = None
         if best is None:
             out.append(Line(ln.text, ln.x0, ln.y0, ln.x1, ln.y1, ln.size, ln.bold, ln.score))
@@ -174,7 +175,7 @@ def build_blocks(
     *,
     figures: Sequence[Box] = (),
     ocr: bool = False,
-    running: Sequence[str] = (),
+    running: Collection[str] = (),
 ) -> list[LayoutBlock]:
     """Lines of one page -> layout blocks in reading order (headers first, footers last).
 
@@ -211,8 +212,8 @@ def build_blocks(
 
     blocks: list[LayoutBlock] = [
         LayoutBlock("Page-Header", _union([l]), f"<p>{_esc(l.text)}</p>") for l in _leaf_order(headers)
-    ]  # type: ignore[list-item]
-    blocks += [LayoutBlock("Page-Header", _union([l]), f"<p>{_esc(l.text)}</p>") for l in rotated]  # type: ignore[list-item]
+    ]
+    blocks += [LayoutBlock("Page-Header", _union([l]), f"<p>{_esc(l.text)}</p>") for l in rotated]
     paras: list[_Para | TableItem | FigureItem] = []
     for it in ordered:
         if not isinstance(it, Line):
@@ -250,14 +251,17 @@ def build_blocks(
     while k < len(paras):
         p = paras[k]
         if isinstance(p, TableItem):
-            blocks.append(LayoutBlock("Table", _union([p]), table_html(p)))  # type: ignore[list-item]
+            blocks.append(LayoutBlock("Table", _union([p]), table_html(p)))
         elif isinstance(p, FigureItem):
-            blocks.append(LayoutBlock("Image", _union([p]), '<img alt=""/>'))  # type: ignore[list-item]
+            blocks.append(LayoutBlock("Image", _union([p]), '<img alt=""/>'))
         elif p.kind == "item":
             items_ = [p]
-            while k + 1 < len(paras) and isinstance(paras[k + 1], _Para) and paras[k + 1].kind == "item":  # type: ignore[union-attr]
+            while k + 1 < len(paras):
+                nxt = paras[k + 1]
+                if not (isinstance(nxt, _Para) and nxt.kind == "item"):
+                    break
                 k += 1
-                items_.append(paras[k])  # type: ignore[arg-type]
+                items_.append(nxt)
             blocks.append(_list_block(items_))
         elif p.kind in ("heading", "bold-heading"):
             text = _join([l.text for l in p.lines])
@@ -269,7 +273,7 @@ def build_blocks(
         else:
             blocks.append(LayoutBlock("Text", p.box, f"<p>{_esc(_join([l.text for l in p.lines]))}</p>"))
         k += 1
-    blocks += [LayoutBlock("Page-Footer", _union([l]), f"<p>{_esc(l.text)}</p>") for l in _leaf_order(footers)]  # type: ignore[list-item]
+    blocks += [LayoutBlock("Page-Footer", _union([l]), f"<p>{_esc(l.text)}</p>") for l in _leaf_order(footers)]
     return blocks
 
 
@@ -309,8 +313,8 @@ def _continues(p: _Para, line: Line, head: bool, bullet: bool, para_gap: float, 
 
 
 def _list_block(items: list[_Para]) -> LayoutBlock:
-    texts = []
-    numbered = []
+    texts: list[str] = []
+    numbered: list[str | None] = []  # each item's number or letter; None: a bullet or no mark
     for it in items:
         t = _join([l.text for l in it.lines])
         m = _BULLET.match(t)

@@ -89,7 +89,11 @@ def mark_bullets(gray, lines: list[Line]) -> int:
         # a 3x3 mean against noise, then dark pixels
         pad = np.pad(region, 1, mode="edge")
         smooth = (
-            sum(pad[dy : dy + region.shape[0], dx : dx + region.shape[1]] for dy in range(3) for dx in range(3)) / 9
+            sum(
+                (pad[dy : dy + region.shape[0], dx : dx + region.shape[1]] for dy in range(3) for dx in range(3)),
+                np.zeros_like(region),
+            )
+            / 9
         )
         dark = smooth < 110
         if dark.sum() < 4:
