@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import io
 import zlib
+from types import ModuleType
 
 import numpy as np
 from PIL import Image
 
+_deflate: ModuleType
 try:  # ISA-L's deflate: the same zlib stream as zlib's, several times faster at level 1
     from isal import isal_zlib as _deflate
 except ImportError:  # no wheel for this platform: the standard library's

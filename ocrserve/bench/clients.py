@@ -166,7 +166,7 @@ def _render_plain(path: str, index: int, profile: Profile) -> bytes:
 def _page_list(files: list[Path]) -> list[tuple[str, int]]:
     import pypdfium2 as pdfium
 
-    out = []
+    out: list[tuple[str, int]] = []
     for f in files:
         doc = pdfium.PdfDocument(str(f))
         out.extend((str(f), i) for i in range(len(doc)))

@@ -123,7 +123,8 @@ async def run_load(
     sems = [asyncio.Semaphore(concurrency) for _ in endpoints]
     lat: list[float] = []
     done_at: list[float] = []
-    res = {"pages": 0, "failed": 0, "prompt_tokens": 0, "completion_tokens": 0, "errors": []}
+    counts = {"pages": 0, "failed": 0, "prompt_tokens": 0, "completion_tokens": 0}
+    errors: list[str] = []  # the first five
     limits = httpx.Limits(
         max_connections=concurrency * len(endpoints) + 8, max_keepalive_connections=concurrency * len(endpoints) + 8
     )
@@ -141,17 +142,17 @@ async def run_load(
                     r = await client.post(endpoints[k] + "/chat/completions", content=body)
                     r.raise_for_status()
                     usage = r.json().get("usage") or {}
-                    res["prompt_tokens"] += usage.get("prompt_tokens") or 0
-                    res["completion_tokens"] += usage.get("completion_tokens") or 0
+                    counts["prompt_tokens"] += usage.get("prompt_tokens") or 0
+                    counts["completion_tokens"] += usage.get("completion_tokens") or 0
                 except httpx.HTTPError as e:
-                    res["failed"] += 1
-                    if len(res["errors"]) < 5:
+                    counts["failed"] += 1
+                    if len(errors) < 5:
                         detail = getattr(getattr(e, "response", None), "text", "") or ""
-                        res["errors"].append(f"{type(e).__name__}: {e} {detail[:300]}".strip())
+                        errors.append(f"{type(e).__name__}: {e} {detail[:300]}".strip())
                 now = time.perf_counter()
                 lat.append(now - t)
                 done_at.append(now - t0)
-                res["pages"] += 1
+                counts["pages"] += 1
 
         await asyncio.gather(*(one(i, b) for i, b in enumerate(bodies)))
         wall = time.perf_counter() - t0
@@ -161,13 +162,14 @@ async def run_load(
     if len(done_at) >= 10:
         a, b = done_at[len(done_at) // 10], done_at[(9 * len(done_at)) // 10]
         steady = round(0.8 * len(done_at) / (b - a), 3) if b > a else None
+    res: dict[str, Any] = {**counts, "errors": errors}
     res.update(
         wall_s=round(wall, 2),
-        pages_per_s=round(res["pages"] / wall, 3) if wall else None,
+        pages_per_s=round(counts["pages"] / wall, 3) if wall else None,
         steady_pages_per_s=steady,
         full_load_pages_per_s=full_load_rate(done_at, concurrency * len(endpoints)),
-        prompt_tokens_per_s=round(res["prompt_tokens"] / wall, 1) if wall else None,
-        output_tokens_per_s=round(res["completion_tokens"] / wall, 1) if wall else None,
+        prompt_tokens_per_s=round(counts["prompt_tokens"] / wall, 1) if wall else None,
+        output_tokens_per_s=round(counts["completion_tokens"] / wall, 1) if wall else None,
         latency_p50_s=pct(lat, 50),
         latency_p95_s=pct(lat, 95),
         server=metrics_delta(before, after),
@@ -205,18 +207,20 @@ class GpuMemory(threading.Thread):
             v, self.total_peak = self.total_peak, 0.0
         return v
 
-    def _query(self, args: list[str]) -> list[list[str]]:
-        out = run_uncounted([self.smi, *args, "--format=csv,noheader,nounits"], timeout=10)
+    @staticmethod
+    def _query(smi: str, args: list[str]) -> list[list[str]]:
+        out = run_uncounted([smi, *args, "--format=csv,noheader,nounits"], timeout=10)
         return [[c.strip() for c in ln.split(",")] for ln in out.splitlines() if ln.strip()]
 
     def sample(self) -> None:
-        if not self.smi:
+        smi = self.smi
+        if not smi:
             return
         try:
-            total = sum(float(r[0]) for r in self._query(["--query-gpu=memory.used"]))
+            total = sum(float(r[0]) for r in self._query(smi, ["--query-gpu=memory.used"]))
             apps = {
                 int(r[0]): float(r[1])
-                for r in self._query(["--query-compute-apps=pid,used_memory"])
+                for r in self._query(smi, ["--query-compute-apps=pid,used_memory"])
                 if len(r) >= 2 and r[0].isdigit() and r[1].replace(".", "", 1).isdigit()
             }
         except (OSError, subprocess.SubprocessError, ValueError):

@@ -162,6 +162,8 @@ def run_uncounted(argv: list[str], timeout: float = 10) -> str:
     """Run a measuring tool (nvidia-smi) and return its stdout; its CPU time is left out of client_cpu_s
     (a reaped child's CPU otherwise lands in this process's children times, as if the client spent it)."""
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    stdout = proc.stdout
+    assert stdout is not None  # stdout=PIPE
     fired = threading.Event()
 
     def kill() -> None:  # os.kill, not Popen.kill: that would poll, and might reap the child before wait4
@@ -174,10 +176,10 @@ def run_uncounted(argv: list[str], timeout: float = 10) -> str:
     timer = threading.Timer(timeout, kill)
     timer.start()
     try:
-        out = proc.stdout.read()
+        out = stdout.read()
     finally:
         timer.cancel()
-        proc.stdout.close()
+        stdout.close()
         with _LOCK:  # reaped here, not by Popen: with its resource usage
             _, status, ru = os.wait4(proc.pid, 0)
             proc.returncode = os.waitstatus_to_exitcode(status)

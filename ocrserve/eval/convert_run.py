@@ -70,10 +70,10 @@ def run_conversion(
                 stats.pages_kept += len(targets)
                 continue
             todo.setdefault(tuple(pages), []).append(pdf)
-        for pages, pdfs in todo.items():
+        for wanted, pdfs in todo.items():
             paths = [pdf_root / pdf for pdf in pdfs]
             t0 = time.perf_counter()
-            docs = ocrserve.convert([str(p) for p in paths], pages=_page_spec(list(pages)), **options)
+            docs = ocrserve.convert([str(p) for p in paths], pages=_page_spec(list(wanted)), **options)
             stats.wall_s += time.perf_counter() - t0
             by_path = {str(Path(d.source.path).resolve()): d for d in docs}
             for pdf, path in zip(pdfs, paths):
@@ -81,10 +81,10 @@ def run_conversion(
                 if doc is None and len(docs) == len(paths):
                     doc = docs[pdfs.index(pdf)]
                 if doc is None:
-                    stats.pages_failed += [f"{pdf} p{p} r{r}: no document returned" for p in pages]
+                    stats.pages_failed += [f"{pdf} p{p} r{r}: no document returned" for p in wanted]
                     continue
                 got = {pg.index + 1: pg for pg in doc.pages}
-                for p in pages:
+                for p in wanted:
                     target = candidate / repeat_file_name(pdf, p, r)
                     target.parent.mkdir(parents=True, exist_ok=True)
                     page = got.get(p)

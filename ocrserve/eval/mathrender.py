@@ -168,7 +168,7 @@ class ChromiumKatex:
             )
         )
         self.version = ""
-        if self.available:
+        if self.browser is not None:  # available
             try:
                 out = subprocess.run([self.browser, "--version"], capture_output=True, text=True, timeout=30)
                 self.version = out.stdout.strip()

@@ -110,15 +110,15 @@ def bootstrap_ci(
     groups: list[list[float]], *, n_bootstrap: int = 1000, ci_level: float = 0.95, seed: int = 0
 ) -> tuple[float, float]:
     """Percentile CI of the mean of per-group means, resampling within each group."""
-    groups = [np.asarray(g, dtype=float) for g in groups if len(g)]
-    if not groups or n_bootstrap <= 0:
+    arrays = [np.asarray(g, dtype=float) for g in groups if len(g)]
+    if not arrays or n_bootstrap <= 0:
         return (0.0, 0.0)
     rng = np.random.default_rng(seed)
     means = np.zeros(n_bootstrap)
-    for g in groups:
+    for g in arrays:
         idx = rng.integers(0, len(g), size=(n_bootstrap, len(g)))
         means += g[idx].mean(axis=1)
-    means /= len(groups)
+    means /= len(arrays)
     alpha = (1.0 - ci_level) / 2.0
     lo, hi = np.quantile(means, [alpha, 1.0 - alpha])
     return (float(lo), float(hi))
@@ -201,8 +201,8 @@ def evaluate(
     ci = bootstrap_ci(group_scores, n_bootstrap=n_bootstrap, ci_level=ci_level, seed=seed)
     by_type: dict[str, tuple[float, int]] = {}
     for ttype in sorted({r.type for r in results}):
-        judged = [r.score for r in results if r.type == ttype and not r.skipped]
-        by_type[ttype] = (sum(judged) / len(judged) if judged else 0.0, len(judged))
+        scores = [r.score for r in results if r.type == ttype and not r.skipped]
+        by_type[ttype] = (sum(scores) / len(scores) if scores else 0.0, len(scores))
     if renderer is None:
         rinfo = "disabled"
     elif renderer.available:

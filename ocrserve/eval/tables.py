@@ -68,11 +68,12 @@ class CellGraph:
         return self._heading_walk(cell, self.left)
 
 
-def _span(value: object) -> int:
-    if value in (None, "", 0):
+def _span(value: str | None) -> int:
+    """A rowspan / colspan attribute's value (None: the attribute is absent or empty)."""
+    if not value:
         return 1
     try:
-        n = int(value)  # type: ignore[arg-type]
+        n = int(value)
     except (TypeError, ValueError):
         return 1
     return n if n > 0 else 1

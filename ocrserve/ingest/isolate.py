@@ -24,7 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures import wait as futures_wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 from ocrserve.ingest.pool import CRASH_MESSAGE, WorkerCrash, default_task_timeout, kill_workers, retire, timeout_error
 
@@ -84,11 +84,12 @@ def quiet_dead_resource_tracker() -> None:
 
         tracker = rt._resource_tracker
 
-        def unregister(name: str, rtype: str) -> None:
+        def unregister(name: object, rtype: str) -> None:  # name: a semaphore's (typeshed: Sized)
             try:
-                with tracker._lock:
-                    if tracker._fd is not None:
-                        os.write(tracker._fd, f"UNREGISTER:{name}:{rtype}\n".encode("ascii"))
+                with tracker._lock:  # type: ignore[attr-defined]  # private, not in typeshed
+                    fd = tracker._fd  # type: ignore[attr-defined]  # private, not in typeshed
+                    if fd is not None:
+                        os.write(fd, f"UNREGISTER:{name}:{rtype}\n".encode("ascii"))
             except OSError:  # the tracker is gone: nothing to tell
                 pass
 
@@ -104,7 +105,7 @@ class IsolatedCalls:
     """Runs picklable functions in one child process; a crash is retried once, then WorkerCrash; a call
     that runs past the timeout kills the child and is retried once, then WorkerTimeout."""
 
-    def __init__(self, start_method: str | None = None, timeout: float | None | str = "default") -> None:
+    def __init__(self, start_method: str | None = None, timeout: float | Literal["default"] | None = "default") -> None:
         self._ctx = mp.get_context(start_method or _start_method())
         self.timeout = default_task_timeout() if timeout == "default" else timeout
         self._pool: ProcessPoolExecutor | None = None
@@ -116,7 +117,7 @@ class IsolatedCalls:
             if not _EXIT_HOOKED:
                 _EXIT_HOOKED = True
                 try:  # before concurrent.futures' own exit handler, which closes the pool's queues
-                    threading._register_atexit(quiet_dead_resource_tracker)  # type: ignore[attr-defined]
+                    threading._register_atexit(quiet_dead_resource_tracker)  # type: ignore[attr-defined]  # private, not in typeshed
                 except Exception:  # noqa: BLE001 - private API; at worst a warning in the worker log
                     pass
             self._ctx_preload()
@@ -161,6 +162,7 @@ class IsolatedCalls:
                 kill_workers(pool)
                 self._drop(pool)
                 if attempt == 2:
+                    assert self.timeout is not None  # without a limit wait() returns only when it is done
                     raise timeout_error(self.timeout)
             raise WorkerCrash(CRASH_MESSAGE)
 

@@ -18,7 +18,7 @@ import threading
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from functools import partial
-from typing import Any
+from typing import Any, Literal
 
 from ocrserve.errors import OcrserveError
 
@@ -159,7 +159,7 @@ def retire(pool: ProcessPoolExecutor, *, cancel_futures: bool = True) -> None:
             _EXIT_HOOKED = True
             # threading runs these last-registered first: this one before concurrent.futures'
             # _python_exit, registered when concurrent.futures.process was imported (above)
-            threading._register_atexit(_join_retired)  # type: ignore[attr-defined]
+            threading._register_atexit(_join_retired)  # type: ignore[attr-defined]  # private, not in typeshed
 
 
 def _join_retired(timeout: float = 5.0) -> None:
@@ -187,7 +187,7 @@ class ResilientPool:
         initializer=None,
         initargs=(),
         start_method: str | None = None,
-        task_timeout: float | None | str = "default",
+        task_timeout: float | Literal["default"] | None = "default",
     ) -> None:
         """task_timeout: seconds a task may run (None: no limit; "default": OCRSERVE_RENDER_TIMEOUT_S or 120)."""
         self.workers = workers
@@ -239,11 +239,12 @@ class ResilientPool:
         await self._slots.acquire()  # a task's clock starts when a worker is free, not in a queue
         release = True
         try:
-            pool = solo
             cf = None
             for _ in range(2 if solo is None else 1):
                 if solo is None:
                     gen, pool = self._generation, self._ensure()
+                else:
+                    pool = solo
                 try:
                     cf = pool.submit(fn, *args)
                     break
@@ -277,6 +278,7 @@ class ResilientPool:
             # stuck: a document pdfium loops on, or (rarely) a worker forked while another thread held a
             # lock. Kill the pool's processes: every task in it then fails with BrokenProcessPool and is
             # retried alone, this one too.
+            assert self.task_timeout is not None  # without a limit wait() returns only when it is done
             log.warning(
                 "a worker was stuck for %g s (%s); killing %s",
                 self.task_timeout,

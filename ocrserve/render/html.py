@@ -50,8 +50,8 @@ def _figure_html(b: Block, inner: str) -> str:
     src = _attr(b.figure or "")
     m = _IMG.search(inner)
     if m:  # the model's <img alt=...> (it never has a src) becomes the crop
-        alt = _ALT.search(m.group(1))
-        img = f'<img src="{src}" alt="{alt.group(1) if alt else _attr(b.label)}">'
+        given = _ALT.search(m.group(1))
+        img = f'<img src="{src}" alt="{given.group(1) if given else _attr(b.label)}">'
         return f"<figure>{img}<figcaption>{inner[: m.start()]}{inner[m.end() :]}</figcaption></figure>"
     alt = _attr((b.text or b.label)[:200])
     return f'<figure><img src="{src}" alt="{alt}"><figcaption>{inner}</figcaption></figure>'

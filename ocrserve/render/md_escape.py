@@ -148,7 +148,9 @@ def resolve_emphasis(s: str) -> str:
     if EM_OPEN not in s:
         return s
     s = _merge_adjacent(s)
-    pairs, stack, taken = [], [], set()  # (opener, closer, mark); the delimiters' positions
+    pairs: list[tuple[int, int, str]] = []  # (opener, closer, mark)
+    stack: list[tuple[int, str]] = []
+    taken: set[int] = set()  # the delimiters' positions
     for i, c in enumerate(s):
         if c == EM_OPEN:
             stack.append((i, next(m for m in ("**", "~~", "*") if s.startswith(m, i + 1))))
@@ -175,7 +177,9 @@ def resolve_emphasis(s: str) -> str:
 
 def _merge_adjacent(s: str) -> str:
     """`<b>x</b><b>y</b>` is `**xy**`: `**x****y**` would be one run of four, no emphasis at all."""
-    marks, stack, drop = {}, [], set()
+    marks: dict[int, str] = {}
+    stack: list[int] = []
+    drop: set[int] = set()
     for i, c in enumerate(s):
         if c == EM_OPEN:
             mark = next(m for m in ("**", "~~", "*") if s.startswith(m, i + 1))

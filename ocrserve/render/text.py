@@ -27,8 +27,8 @@ def render_text(doc: Document, *, keep_headers_footers: bool = False, paginate: 
     """The document's text, blocks separated by blank lines (see the module's doc)."""
     pages = []
     for page in doc.pages:
-        parts = (block_text(b) for b in page.blocks if keep_headers_footers or b.label not in HEADER_FOOTER)
-        pages.append("\n\n".join(p for p in parts if p))
+        texts = (block_text(b) for b in page.blocks if keep_headers_footers or b.label not in HEADER_FOOTER)
+        pages.append("\n\n".join(t for t in texts if t))
     if paginate:
         parts = [
             part

@@ -166,7 +166,7 @@ def extract_chars(page: pdfium.PdfPage, textpage: pdfium.PdfTextPage | None = No
         if weight < 600 and _font_is_bold(raw_tp, i, font_cache):
             weight = 700
         angle = 0.0
-        if get_matrix is not None and get_matrix(raw_tp, i, matrix) and (matrix.a or matrix.b):
+        if get_matrix is not None and matrix is not None and get_matrix(raw_tp, i, matrix) and (matrix.a or matrix.b):
             angle = frame.direction(matrix.a, matrix.b)
         chars.append(Char(ch, x0, y0, x1, y1, size, weight, invisible, generated, angle))
     if textpage is None:
