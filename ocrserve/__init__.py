@@ -39,13 +39,13 @@ def convert(paths, **options):
     `ocrserve.pipeline.options.ConvertOptions` (its help, type and default; `ConvertOptions.declared()`
     lists them), an unknown or bad one is an OptionsError naming it, and one not given takes its
     default from Settings (OCRSERVE_<NAME>) where the declaration says so."""
-    from ocrserve.pipeline.local import convert as _convert
+    from ocrserve.pipeline.convert import convert as _convert
 
     return _convert(paths, **options)
 
 
 async def aconvert(paths, **options):
     """Async variant of convert(), with the same options."""
-    from ocrserve.pipeline.local import aconvert as _aconvert
+    from ocrserve.pipeline.convert import aconvert as _aconvert
 
     return await _aconvert(paths, **options)

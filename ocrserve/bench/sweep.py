@@ -1,10 +1,7 @@
 """Serving sweep: `ocrserve serve` with each of a list of configurations, the same distinct-page
 corpus and fixed output length against each, one table (config, pages/s, p50/p95, peak memory).
-The command is `ocrserve bench sweep` (ocrserve/cli/bench.py; `sweep_spec` reads its options).
-
-A spec (JSON, bench/sweeps/) names the load and the configurations; `defaults` apply to each:
-`{"pages": 256, "max_tokens": 1024, "defaults": {"memory": "lean"}, "configs": [{"name": "lean"},
-{"name": "renderer-8", "vllm_args": ["--renderer-num-workers", "8"]}]}`.
+The command is `ocrserve bench sweep` (ocrserve/cli/bench.py); the spec it runs (the load, the
+configurations; `sweep_spec` reads the command's options) is sweep_spec.py's.
 
 Each configuration is one `python -m ocrserve serve --load-format dummy --mm-cache-gb 0
 --no-prefix-caching ...` (distinct pages: the caches only cost), flags after `--` going to `vllm
@@ -13,14 +10,12 @@ planned GPU memory); `dry_run()` stops there. With `overlap` > 1 the next server
 one before is measured, when both lean plans fit on the card (startup is mostly compilation on the
 CPU; each then gets `--gpu-memory-utilization` of its own plan for vLLM's free-memory check at
 start). A failing configuration is recorded with its error and the sweep goes on; results are
-written after every configuration. `scaling_configs(n)`: dp replicas 1, 2, ..., n and the
-encoder/decoder split (`--parallel epd`) on the same n GPUs.
+written after every configuration.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import re
@@ -30,151 +25,20 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Literal
-
-from pydantic import BaseModel, Field
+from typing import Any
 
 from ocrserve.bench.load import GpuMemory, encode_bodies, run_load, standard_pages
 from ocrserve.bench.shape_tokenizer import renumber_added_tokens
-from ocrserve.bench.sweep_report import machine_summary, table_rows, write_sweep
+from ocrserve.bench.sweep_report import machine_summary, write_sweep
 from ocrserve.bench.sweep_server import Server, bench_config, log_tails, served_model
+from ocrserve.bench.sweep_spec import SweepConfig, SweepSpec
 from ocrserve.profiles import load_profile
 
-__all__ = [
-    "Sweep",
-    "SweepConfig",
-    "SweepSpec",
-    "load_spec",
-    "machine_summary",
-    "parse_plan",
-    "scaling_configs",
-    "serve_argv",
-    "sweep_spec",
-    "table_rows",
-    "write_sweep",
-]
+__all__ = ["Sweep", "parse_plan", "resolve_model", "serve_argv"]
 
 log = logging.getLogger(__name__)
 SHARE_MARGIN = 0.04  # fraction of the card added to a lean plan for vLLM's start-up check
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt", "chat_template.json")
-
-
-class SweepConfig(BaseModel):
-    """One serving configuration: `ocrserve serve` options plus raw `vllm serve` flags."""
-
-    model_config = {"extra": "forbid"}
-
-    name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
-    model: str | None = Field(None, description="model folder ($VARS expanded); default: the sweep's --model")
-    tokenizer_from: str | None = Field(
-        None, description="folder whose tokenizer files complete a configs-only model folder"
-    )
-    profile: str = "chandra-2"
-    memory: Literal["lean", "max"] = "lean"
-    quantization: Literal["fp8", "none"] = "none"
-    concurrency: int = Field(128, ge=1, description="pages a replica is sized for (ocrserve serve --concurrency)")
-    client_concurrency: int | None = Field(
-        None, ge=1, description="requests in flight per endpoint (default: concurrency)"
-    )
-    max_num_batched_tokens: int | None = Field(None, ge=256)
-    gpus: str = "0"
-    parallel: Literal["dp", "tp", "epd"] = "dp"
-    epd_encoders: int = 1
-    serve_args: list[str] = Field(default_factory=list, description="more `ocrserve serve` flags")
-    vllm_args: list[str] = Field(default_factory=list, description="`vllm serve` flags (after --; they win)")
-    prefill_probe: bool = Field(False, description="also measure max_tokens 1 (vision + prefill alone)")
-    load: bool = Field(True, description="the pre-encoded load on the standard pages (off: only bench_modes)")
-    bench_modes: list[Literal["pipeline", "plain", "ceiling", "stages"]] = Field(
-        default_factory=list, description="`ocrserve bench` modes run against this server, side by side"
-    )
-    bench_pages: int = Field(200, ge=1, description="distinct synthetic PDF pages of the bench modes")
-    stage_pages: int = Field(10, ge=1, description="pages of the one-at-a-time client CPU split (`stages`)")
-    plain_pages: int | None = Field(None, ge=1, description="the bench's plain mode on only the first N of bench_pages")
-    pages: int | None = Field(None, ge=1, description="pages of this configuration's load (default: the spec's)")
-    note: str = ""
-
-
-class SweepSpec(BaseModel):
-    model_config = {"extra": "forbid"}
-
-    pages: int = Field(256, ge=1)
-    max_tokens: int = Field(1024, ge=1)
-    prefill_pages: int = Field(128, ge=1)
-    seed: int = 0
-    defaults: dict[str, Any] = Field(default_factory=dict)
-    configs: list[SweepConfig]
-
-
-def load_spec(path: Path | str) -> SweepSpec:
-    """A sweep spec from a JSON file; `defaults` are merged into every configuration."""
-    p = Path(path)
-    try:
-        raw = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"sweep spec {p} cannot be read: {e}") from e
-    if not isinstance(raw, dict) or not isinstance(raw.get("configs"), list) or not raw["configs"]:
-        raise ValueError(f'sweep spec {p}: needs a non-empty "configs" list')
-    defaults = raw.get("defaults") or {}
-    raw["configs"] = [{**defaults, **c} for c in raw["configs"]]
-    spec = SweepSpec.model_validate(raw)
-    names = [c.name for c in spec.configs]
-    if len(set(names)) != len(names):
-        raise ValueError(f"sweep spec {p}: configuration names repeat: {names}")
-    return spec
-
-
-def scaling_configs(n_gpus: int, base: SweepConfig | None = None) -> list[SweepConfig]:
-    """Data-parallel replicas 1, 2, 4, ..., n and the encoder/decoder split over n GPUs, from one base config."""
-    if n_gpus < 1:
-        raise ValueError(f"scaling needs at least 1 GPU, got {n_gpus}")
-    base = base or SweepConfig(name="base")
-    counts = sorted({1, n_gpus, *[k for k in (2, 4, 8) if k < n_gpus]})
-    out = [
-        base.model_copy(update={"name": f"dp-{k}", "gpus": ",".join(map(str, range(k))), "parallel": "dp"})
-        for k in counts
-    ]
-    if n_gpus >= 2:
-        enc = max(1, n_gpus // 4)
-        per = base.client_concurrency or base.concurrency
-        out.append(
-            base.model_copy(
-                update={
-                    "name": f"epd-{enc}e{n_gpus - enc}d",
-                    "gpus": ",".join(map(str, range(n_gpus))),
-                    "parallel": "epd",
-                    "epd_encoders": enc,
-                    "client_concurrency": per * (n_gpus - enc),
-                }
-            )
-        )
-    return out
-
-
-def sweep_spec(
-    path: Path | str | None,
-    *,
-    scaling: int | None = None,
-    only: str | None = None,
-    pages: int | None = None,
-    max_tokens: int | None = None,
-) -> SweepSpec:
-    """The spec `ocrserve bench sweep` runs: a spec file and/or `scaling` (on the spec's first config, else a
-    Chandra 1 base), `only` these comma-separated config names, `pages` and `max_tokens` overriding the spec's."""
-    if path:
-        spec = load_spec(path)
-    elif scaling:
-        spec = SweepSpec(configs=[SweepConfig(name="base", profile="chandra-1")])  # the model: $CHANDRA1_SHAPE
-    else:
-        raise ValueError("give --spec or --scaling")
-    if scaling:
-        spec = spec.model_copy(update={"configs": scaling_configs(scaling, spec.configs[0])})
-    if only:
-        wanted = [n.strip() for n in only.split(",") if n.strip()]
-        unknown = [n for n in wanted if n not in {c.name for c in spec.configs}]
-        if unknown:
-            raise ValueError(f"--only names configs the spec lacks: {unknown}")
-        spec = spec.model_copy(update={"configs": [c for c in spec.configs if c.name in wanted]})
-    return spec.model_copy(update={k: v for k, v in (("pages", pages), ("max_tokens", max_tokens)) if v})
 
 
 def serve_argv(
@@ -400,11 +264,12 @@ class Sweep:
     ) -> bool:
         if not running:
             return True
-        need = [plans[c.name].get("planned_gib") for c, _ in running] + [plans[nxt.name].get("planned_gib")]
+        planned = [plans[c.name].get("planned_gib") for c, _ in running] + [plans[nxt.name].get("planned_gib")]
+        need = [float(g) for g in planned if g is not None]
         gpu_gib = plans[nxt.name].get("gpu_gib")
         same_gpus = all(c.gpus == nxt.gpus for c, _ in running)
         if (
-            None in need
+            len(need) < len(planned)  # a plan without its figure
             or not gpu_gib
             or not same_gpus
             or nxt.memory != "lean"

@@ -167,7 +167,9 @@ def register(app: typer.Typer) -> None:
         import logging
         import tempfile
 
-        from ocrserve.bench.sweep import Sweep, sweep_spec, table_rows
+        from ocrserve.bench.sweep import Sweep
+        from ocrserve.bench.sweep_report import table_rows
+        from ocrserve.bench.sweep_spec import sweep_spec
 
         try:
             the_spec = sweep_spec(spec, scaling=scaling, only=only, pages=pages, max_tokens=max_tokens)

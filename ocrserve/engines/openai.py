@@ -3,8 +3,9 @@
 One `httpx.AsyncClient` (HTTP/1.1, keep-alive, a connection per request in flight) sends each page
 as the model expects it: one user turn, the page PNG as a data URL first, then the profile's prompt
 byte for byte, with the profile's sampling (engines/chat.py builds it: the base64 image spliced into a
-cached JSON template). The HTTP side (URL, answers, errors) is openai_http.py; several servers as one
-engine is openai_multi.py; the loop / cut-off ladder is policy.py.
+cached JSON template). The HTTP side (URL, answers, errors) is openai_http.py; the server's model list
+(preflight, the served model's profile and name) openai_models.py; several servers as one engine is
+openai_multi.py; the loop / cut-off ladder is policy.py.
 
 Retries (the engine owns them; it never raises for a page):
 - a repetition loop or an answer cut off at max_tokens -> again with the profile's retry sampling,
@@ -29,29 +30,30 @@ import base64
 import logging
 import random
 import re
+from dataclasses import dataclass
+from typing import Any
 
 import httpx
 from pydantic import Field
 
-from ocrserve.engines.base import DeltaCallback, Engine, EngineError, EngineOptions, EngineResult, PageInput
+from ocrserve.engines.base import DeltaCallback, Engine, EngineOptions, EngineResult, PageInput
 from ocrserve.engines.chat import BodyTemplate, image_mime
 from ocrserve.engines.deltas import Deltas
 from ocrserve.engines.openai_http import (
-    RETRYABLE_STATUS,
     Answer,
     Fatal,
     Retry,
     check_status,
-    error_message,
     normalize_base_url,
     parse_json,
     parse_retry_after,
     parse_sse,
     png_size,
 )
+from ocrserve.engines.openai_models import first_served, models_ready, preflight_card, profile_for_card
 from ocrserve.engines.policy import Ladder
 from ocrserve.engines.registry import register_engine
-from ocrserve.profiles import PROFILES, Profile, load_profile, served_profile
+from ocrserve.profiles import Profile, load_profile
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,16 @@ _TOO_LARGE = re.compile(
     r"maximum context length is (\d+) tokens.*?(?:has|contains(?: at least)?) (\d+) input tokens", re.S
 )
 _KEEPALIVE_S = 4.0  # below uvicorn's (vLLM's) 5 s idle timeout: never reuse a closing socket
+
+
+@dataclass
+class _Session:
+    """The engine's HTTP client and its limits, made on (and bound to) one event loop."""
+
+    loop: asyncio.AbstractEventLoop
+    client: httpx.AsyncClient
+    sem: asyncio.Semaphore  # requests in flight
+    model_lock: asyncio.Lock  # one GET /models when the served model is not known yet
 
 
 class OpenAIOptions(EngineOptions):
@@ -124,10 +136,7 @@ class OpenAIEngine(Engine):
         self.max_backoff_s = o.max_backoff_s
         self._prompt = self.profile.prompt
         self._body = BodyTemplate(self._prompt, ignore_eos=self.ignore_eos)
-        self._client: httpx.AsyncClient | None = None
-        self._sem: asyncio.Semaphore | None = None
-        self._model_lock: asyncio.Lock | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._session: _Session | None = None
         self.max_model_len: int | None = None  # from /v1/models (vLLM) or a 400 answer
         self._prompt_overhead: int | None = None  # prompt tokens beyond the image's, learned from usage
 
@@ -156,14 +165,14 @@ class OpenAIEngine(Engine):
     def capacity(self) -> int:
         return self._concurrency
 
-    def _ensure_loop(self) -> httpx.AsyncClient:
+    def _session_now(self) -> _Session:
         """The client and semaphore of the running event loop (made anew if the loop changed)."""
         loop = asyncio.get_running_loop()
-        if self._client is None or self._loop is not loop:
+        if self._session is None or self._session.loop is not loop:
             headers = {"Content-Type": "application/json", "Accept": "application/json"}
             if self.api_key:
                 headers["Authorization"] = f"Bearer {self.api_key}"
-            self._client = httpx.AsyncClient(
+            client = httpx.AsyncClient(
                 base_url=self.base_url,
                 headers=headers,
                 http1=True,
@@ -175,89 +184,37 @@ class OpenAIEngine(Engine):
                     keepalive_expiry=_KEEPALIVE_S,
                 ),
             )
-            self._sem = asyncio.Semaphore(self._concurrency)
-            self._model_lock = asyncio.Lock()
-            self._loop = loop
-        return self._client
+            self._session = _Session(loop, client, asyncio.Semaphore(self._concurrency), asyncio.Lock())
+        return self._session
 
     async def aclose(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
+        session, self._session = self._session, None
+        if session is not None:
             try:
-                await client.aclose()
+                await session.client.aclose()
             except RuntimeError:  # made on another (closed) event loop
                 pass
 
     async def check(self) -> bool:
         """True when the server answers GET /v1/models (readiness)."""
-        try:
-            r = await self._ensure_loop().get("/models", timeout=10.0)
-        except httpx.HTTPError:
-            return False
-        return r.status_code == 200
+        return await models_ready(self._session_now().client)
 
     async def preflight(self, attempts: int = 3) -> None:
         """Raise EngineError with the reason when the server cannot be used at all: unreachable,
-        not an OpenAI-compatible server, the API key refused, or no such served model."""
-        last = ""
-        for n in range(attempts):
-            try:
-                r = await self._ensure_loop().get("/models", timeout=min(30.0, self.timeout))
-            except httpx.HTTPError as e:
-                last = f"cannot reach {self.base_url}: {type(e).__name__}: {e or 'connection failed'}"
-                await asyncio.sleep(min(4.0, 0.5 * 2**n))
-                continue
-            if r.status_code in (401, 403):
-                raise EngineError(f"{self.base_url} refused the request (HTTP {r.status_code}): check --api-key")
-            if r.status_code >= 500 or r.status_code in RETRYABLE_STATUS:
-                last = f"{self.base_url}/models answered HTTP {r.status_code}"
-                await asyncio.sleep(min(4.0, 0.5 * 2**n))
-                continue
-            if r.status_code != 200:
-                raise EngineError(
-                    f"{self.base_url}/models answered HTTP {r.status_code}: is this an OpenAI-compatible "
-                    f"server (vLLM)? {error_message(r)}"
-                )
-            try:
-                ids = [m.get("id") for m in r.json().get("data", [])]
-            except (ValueError, AttributeError):
-                raise EngineError(
-                    f"{self.base_url}/models did not answer JSON: not an OpenAI-compatible server"
-                ) from None
-            if self.served_model and self.served_model not in ids:
-                raise EngineError(f"{self.base_url} serves {ids}, not {self.served_model!r} (--served-model)")
-            if not ids:
-                raise EngineError(f"{self.base_url} serves no model")
-            cards = r.json().get("data", [])
-            self.match_profile(next((c for c in cards if c.get("id") == self.served_model), cards[0]))
-            return
-        raise EngineError(last or f"cannot reach {self.base_url}")
+        not an OpenAI-compatible server, the API key refused, or no such served model; then follow
+        (or check) the profile of the model it serves."""
+        client = self._session_now().client
+        self.match_profile(
+            await preflight_card(client, self.base_url, self.served_model, min(30.0, self.timeout), attempts)
+        )
 
-    def match_profile(self, card: dict) -> None:
+    def match_profile(self, card: dict[str, Any]) -> None:
         """Check the profile against the model the server lists, before any page is sent: a chosen built-in
         profile that is not the served model is an EngineError; without a chosen one the served model's
         profile is taken (the default, chandra-2, when the server's model is none of the known ones)."""
-        served = served_profile(card if isinstance(card, dict) else {})
-        what = card.get("root") or card.get("id") if isinstance(card, dict) else None
-        if served is None:
-            if not self.profile_chosen:
-                log.warning(
-                    "%s serves %r, which is no known Chandra checkpoint: using the %s profile (--model "
-                    "chooses another)",
-                    self.base_url,
-                    what,
-                    self.profile.name,
-                )
-            return
-        if not self.profile_chosen:
-            if served.name != self.profile.name:
-                self.set_profile(served)
-            return
-        if self.profile.name in PROFILES and served.name != self.profile.name:
-            raise EngineError(
-                f"{self.base_url} serves {what} ({served.name}), but the model profile is "
-                f"{self.profile.name}: pass --model {served.name}, or leave --model out to follow the server"
-            )
+        profile = profile_for_card(card, self.profile, self.profile_chosen, self.base_url)
+        if profile is not self.profile:
+            self.set_profile(profile)
 
     def set_profile(self, profile: Profile) -> None:
         """Speak to the server as `profile` (its prompt, sampling, box format)."""
@@ -266,35 +223,18 @@ class OpenAIEngine(Engine):
         self._body = BodyTemplate(self._prompt, ignore_eos=self.ignore_eos)
         log.info("server %s serves %s: profile %s", self.base_url, profile.checkpoint, profile.name)
 
-    async def _model(self) -> str:
+    async def _model(self, session: _Session) -> str:
         if self.served_model:
             return self.served_model
-        async with self._model_lock:
+        async with session.model_lock:
             if self.served_model:
                 return self.served_model
-            try:
-                r = await self._client.get("/models", timeout=min(30.0, self.timeout))
-            except httpx.HTTPError as e:
-                raise Retry(f"cannot reach {self.base_url}/models: {type(e).__name__}: {e}") from None
-            if r.status_code >= 500 or r.status_code in RETRYABLE_STATUS:
-                raise Retry(f"GET /models answered HTTP {r.status_code}: {error_message(r)}")
-            if r.status_code != 200:
-                hint = " (check --api-key)" if r.status_code in (401, 403) else ""
-                raise Fatal(
-                    f"GET {self.base_url}/models answered HTTP {r.status_code}{hint}: {error_message(r)}", r.status_code
-                )
-            try:
-                cards = r.json()["data"]
-                self.served_model = str(cards[0]["id"])
-                mml = cards[0].get("max_model_len")
-                if isinstance(mml, int) and mml > 0:
-                    self.max_model_len = mml
-            except (ValueError, KeyError, IndexError, TypeError):
-                raise Fatal(f"{self.base_url}/models lists no model; pass --served-model") from None
-            log.info(
-                "server %s serves model %r (max_model_len %s)", self.base_url, self.served_model, self.max_model_len
-            )
-            return self.served_model
+            name, max_model_len = await first_served(session.client, self.base_url, min(30.0, self.timeout))
+            self.served_model = name
+            if max_model_len is not None:
+                self.max_model_len = max_model_len
+            log.info("server %s serves model %r (max_model_len %s)", self.base_url, name, self.max_model_len)
+            return name
 
     # ------------------------------------------------------------------ request
 
@@ -308,8 +248,7 @@ class OpenAIEngine(Engine):
                 want = max(1, room)
         return want
 
-    async def _send(self, body: bytes, stream: bool, on_delta: Deltas | None) -> Answer:
-        client = self._client
+    async def _send(self, client: httpx.AsyncClient, body: bytes, stream: bool, on_delta: Deltas | None) -> Answer:
         try:
             if not stream:
                 r = await client.post("/chat/completions", content=body)
@@ -334,7 +273,7 @@ class OpenAIEngine(Engine):
         stream = self.stream or on_delta is not None
         deltas = Deltas(on_delta) if on_delta is not None else None
         try:
-            self._ensure_loop()
+            session = self._session_now()
             data = page.png_bytes()
             mime = image_mime(data)
             size = page.image_size or png_size(data)
@@ -344,13 +283,13 @@ class OpenAIEngine(Engine):
         while True:
             attempts = ladder.begin()
             try:
-                model = await self._model()
+                model = await self._model(session)
                 max_tokens = self._max_tokens_for(size, max_tokens_limit)
                 body = self._body.render(model, ladder.sampling(), max_tokens, stream, mime, b64)
                 if deltas is not None:
                     await deltas.reset()
-                async with self._sem:
-                    ans = await self._send(body, stream, deltas)
+                async with session.sem:
+                    ans = await self._send(session.client, body, stream, deltas)
             except Retry as e:
                 conn_failures += 1
                 ladder.note(e.reason)

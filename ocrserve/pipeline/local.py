@@ -16,30 +16,31 @@ import logging
 import shutil
 import time
 import uuid
-import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ocrserve.document import Document, Page
-from ocrserve.engines import Engine, EngineResult, FallbackEngine, PageInput, create_engine, create_fallback
+from ocrserve.document import Page
+from ocrserve.engines import Engine, EngineResult, PageInput, create_engine
 from ocrserve.engines.base import engine_error
 from ocrserve.ingest.office import prepare_async as prepare_office
 from ocrserve.ingest.pool import ResilientPool, default_task_timeout, default_workers
 from ocrserve.ingest.raster import Budget, RenderedPage, SourceInfo, forget, open_source, render_page
 from ocrserve.ingest.sources import InputProblem, SourceFile, expand_sources, parse_page_ranges
 from ocrserve.pipeline import page as steps
+from ocrserve.pipeline.cancel import stop_tasks, wait_through_cancel
 from ocrserve.pipeline.options import ConvertOptions
 from ocrserve.pipeline.output import Plan, alt_name, done_though_unreadable, plan_document, render_context
-from ocrserve.pipeline.results import DocResult, Event, RunSummary, document_result, emitter
+from ocrserve.pipeline.rescue import Rescue
+from ocrserve.pipeline.results import DocResult, DocStatus, Event, RunSummary, document_result, emitter
 from ocrserve.pipeline.target import OutputTarget
 from ocrserve.profiles import load_profile
 from ocrserve.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Converter", "ConvertOptions", "DocResult", "RunSummary", "Event", "aconvert", "convert"]
+__all__ = ["Converter", "ConvertOptions", "DocResult", "RunSummary", "Event"]
 
 
 @dataclass
@@ -95,16 +96,15 @@ class Converter:
             self._own_engine = True
         else:
             self.engine, self._own_engine = engine, False
-        self._fallback_factory = fallback_engine  # a service's shared fallback engine: not closed here
-        self._fallback_engine: Engine | None = None
         self.model_engine = self.engine.innermost().model_engine
-        if opts.fallback and self.model_engine:  # the pages a model gives up on: rescued by the fallback
-            fallback = weakref.WeakMethod(self._fallback)  # the engine does not keep the Converter alive
-            self.engine = FallbackEngine(self.engine, lambda: fallback()())  # type: ignore[misc]
+        # the pages a model gives up on: rescued by the fallback (a service's shared one, or one made here)
+        self.rescue = Rescue(self.profile, self.settings, shared=fallback_engine)
+        if opts.fallback:
+            self.engine = self.rescue.wrap(self.engine)
         self.last_summary: RunSummary | None = None
         self._own_pool = pool is None
         self.pool = pool or ResilientPool(
-            default_workers(opts.render_workers, cap=8),
+            default_workers(opts.render_workers or 0, cap=8),
             start_method=self.settings.mp_start,
             task_timeout=default_task_timeout(self.settings),
         )
@@ -113,15 +113,7 @@ class Converter:
         self.engine_sem = asyncio.Semaphore(cap)
         self.slots_n = cap + int(opts.prefetch_pages or 0)
 
-    # -- engine with fallback ---------------------------------------------------------------------
-    async def _fallback(self) -> Engine:
-        if self._fallback_engine is None:
-            if self._fallback_factory is not None:
-                self._fallback_engine = await self._fallback_factory()
-            else:
-                self._fallback_engine = create_fallback(self.profile, self.settings)
-        return self._fallback_engine
-
+    # -- the engine -----------------------------------------------------------------------------------
     async def _ocr(self, pi: PageInput) -> tuple[EngineResult, str, str | None]:
         """(result, status, model error kept for a fallback page)."""
         async with self.engine_sem:
@@ -198,7 +190,7 @@ class Converter:
         except Exception as e:
             log.exception("assembling %s", st.src.path)
             st.result = DocResult(
-                name=st.src.name, path=str(st.src.path), status="failed", error=f"internal error: {e!r}"
+                name=st.src.name, path=str(st.src.path), status=DocStatus.FAILED, error=f"internal error: {e!r}"
             )
             self.emit("doc_done", result=st.result)
         finally:
@@ -215,7 +207,7 @@ class Converter:
         cancelled = False
         if self.target is not None:
             # a write that started finishes (Ctrl-C mid-write): the document is whole and counted
-            fut = asyncio.ensure_future(
+            fut: asyncio.Future[str] = asyncio.ensure_future(
                 asyncio.to_thread(
                     self.target.write,
                     doc,
@@ -226,17 +218,11 @@ class Converter:
                     ctx=render_context(self.options),
                 )
             )
-            while not fut.done():
-                try:
-                    await asyncio.shield(fut)
-                except asyncio.CancelledError:
-                    cancelled = True
-                except Exception:  # noqa: BLE001 - read from the future below
-                    pass
+            cancelled = await wait_through_cancel(fut)
             try:
                 result.output = Path(fut.result())
             except (OSError, ValueError) as e:
-                result.status, result.error = "failed", f"cannot write output: {e}"
+                result.status, result.error = DocStatus.FAILED, f"cannot write output: {e}"
         st.result = result  # counted before anything else can be interrupted
         self.emit("doc_done", result=result)
         if cancelled:
@@ -258,8 +244,8 @@ class Converter:
                 and not self.options.force
                 and done_though_unreadable(e, t.load_existing(src.name), self.page_filter, self.options.formats)
             ):
-                return DocResult(name=src.name, path=str(src.path), status="skipped")
-            return DocResult(name=src.name, path=str(src.path), status="failed", error=steps.open_error(e))
+                return DocResult(name=src.name, path=str(src.path), status=DocStatus.SKIPPED)
+            return DocResult(name=src.name, path=str(src.path), status=DocStatus.FAILED, error=steps.open_error(e))
 
     def _plan(self, src: SourceFile, info: SourceInfo) -> Plan:
         t = self.target
@@ -291,7 +277,7 @@ class Converter:
         sources = expand_sources(list(inputs), occupant=self.target.occupant if self.target is not None else None)
         await self.engine.preflight()  # a server down, a key refused or another model fails the run at once
         if self.engine.profile.name != self.profile.name:  # no profile chosen: the one the server serves
-            self.profile = self.engine.profile
+            self.profile = self.rescue.profile = self.engine.profile
             self.budget = Budget.from_profile(self.profile)
         # Office files become PDFs in batches, one LibreOffice start each (a failure is found again at open)
         await prepare_office([s.path for s in sources if isinstance(s, SourceFile)])
@@ -302,7 +288,7 @@ class Converter:
         self.last_summary = summary
         slots = asyncio.Semaphore(self.slots_n)
         states: list[_DocState] = []
-        tasks: set[asyncio.Task] = set()
+        tasks: set[asyncio.Task[None]] = set()
         order: dict[str, int] = {}
 
         def done_now(r: DocResult) -> None:
@@ -313,7 +299,7 @@ class Converter:
             for n, src in enumerate(sources):
                 order[src.name] = n
                 if isinstance(src, InputProblem):
-                    done_now(DocResult(name=src.name, path=str(src.path), status="failed", error=src.reason))
+                    done_now(DocResult(name=src.name, path=str(src.path), status=DocStatus.FAILED, error=src.reason))
                     continue
                 opened = await self._open(src)
                 if isinstance(opened, DocResult):
@@ -324,7 +310,9 @@ class Converter:
                 src, indices = plan.src, plan.indices
                 order[src.name] = n
                 if plan.status is not None:
-                    done_now(DocResult(name=src.name, path=str(src.path), status=plan.status, error=plan.error))
+                    done_now(
+                        DocResult(name=src.name, path=str(src.path), status=DocStatus(plan.status), error=plan.error)
+                    )
                     continue
                 staging = self.target.staging(src.name, self.run_id) if self.target is not None else None
                 if staging is not None:
@@ -360,7 +348,7 @@ class Converter:
                 await st.done.wait()
         except BaseException:
             summary.interrupted = True
-            await _stop(tasks)
+            await stop_tasks(tasks)
             raise
         finally:
             # every exit path: count what finished, leave no half-written document behind
@@ -378,42 +366,10 @@ class Converter:
             self.pool.shutdown()
         if self._own_engine:
             await self.engine.aclose()
-        if self._fallback_engine is not None and self._fallback_factory is None:
-            await self._fallback_engine.aclose()
+        await self.rescue.aclose()
 
     async def __aenter__(self) -> Converter:
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
-
-
-async def _stop(tasks: set[asyncio.Task]) -> None:
-    """Cancel the pages in flight and wait until they are gone, whatever more cancels arrive (a second
-    Ctrl-C must not leave tasks writing while the run reports and cleans up)."""
-    for t in list(tasks):
-        t.cancel()
-    pending = asyncio.gather(*tasks, return_exceptions=True)
-    while not pending.done():
-        try:
-            await asyncio.shield(pending)
-        except asyncio.CancelledError:
-            continue
-
-
-async def aconvert(paths, *, output_dir: str | Path | None = None, **options: Any) -> list[Document]:
-    """Convert files/folders/globs; returns the Documents (failed documents are logged and left out)."""
-    conv = Converter(output_dir=output_dir, **options)
-    try:
-        summary = await conv.run(paths if isinstance(paths, (list, tuple)) else [paths])
-    finally:
-        await conv.aclose()
-    for r in summary.failed:
-        if r.document is None:
-            log.error("%s: %s", r.path, r.error)
-    return [r.document for r in summary.results if r.document is not None]
-
-
-def convert(paths, *, output_dir: str | Path | None = None, **options: Any) -> list[Document]:
-    """Synchronous convert(): files/folders/globs -> Documents (and files when output_dir is given)."""
-    return asyncio.run(aconvert(paths, output_dir=output_dir, **options))

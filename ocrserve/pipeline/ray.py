@@ -10,8 +10,12 @@ a dead worker (`task_retries`) and restarts a dead engine actor and reruns its b
 (max_restarts / max_task_retries = -1), so the pages of a killed worker are redone. The driver
 keeps a page once (by document and index), and a document whose pages did not all come back is
 reported failed, never written as complete. pdfium runs in a child process of each worker
-(isolate.py), so a file that crashes it fails alone instead of killing the task and its block. Resumable like the local run: documents whose output
-is complete for the same source hash are skipped (rerun with force=True to redo them).
+(isolate.py), so a file that crashes it fails alone instead of killing the task and its block.
+Resumable like the local run: documents whose output is complete for the same source hash are
+skipped (rerun with force=True to redo them).
+
+The stages are ray_stages.py's (rows, CPU stages) and ray_engine.py's (the engine actor); joining
+the cluster and sizing the engine actors is ray_cluster.py's.
 """
 
 from __future__ import annotations
@@ -22,37 +26,26 @@ import uuid
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ocrserve.document import Page
-from ocrserve.engines import Engine, engine_class
-from ocrserve.errors import OcrserveError
+from ocrserve.engines import Engine, engine_for
 from ocrserve.ingest.raster import Budget, SourceInfo
-from ocrserve.ingest.sources import InputProblem, expand_sources, parse_page_ranges
+from ocrserve.ingest.sources import InputProblem, SourceFile, expand_sources, parse_page_ranges
 from ocrserve.pipeline.options import ConvertOptions, RayOptions
 from ocrserve.pipeline.output import alt_name, render_context
 from ocrserve.pipeline.page import assemble_document, document_model
-from ocrserve.pipeline.ray_stages import (
-    EngineSpec,
-    EngineStage,
-    StageConfig,
-    existing_json,
-    finish_row,
-    open_doc,
-    render_row,
-    row_figures,
-)
-from ocrserve.pipeline.results import DocResult, Event, RunSummary, document_result, emitter
+from ocrserve.pipeline.ray_cluster import actor_plan, connect, engine_type
+from ocrserve.pipeline.ray_engine import EngineSpec, EngineStage
+from ocrserve.pipeline.ray_stages import StageConfig, existing_json, finish_row, open_doc, render_row, row_figures
+from ocrserve.pipeline.results import DocResult, DocStatus, Event, RunSummary, document_result, emitter
 from ocrserve.pipeline.target import OutputTarget
 from ocrserve.profiles import load_profile
 from ocrserve.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
-
-
-class RayConvertError(OcrserveError, ValueError):
-    """The Ray run cannot start (no Ray installed, cluster not reachable, bad option)."""
 
 
 @dataclass
@@ -65,82 +58,6 @@ class _Doc:
     pages: dict[int, Page] = field(default_factory=dict)
     files: dict[str, bytes] = field(default_factory=dict)
     result: DocResult | None = None
-
-
-def connect(address: str | None, **init_kwargs: Any) -> bool:
-    """Join a Ray cluster; True when this call started Ray (and so should shut it down).
-
-    address: None or "auto" -> the running cluster (RAY_ADDRESS, or one started on this machine
-    with `ray start`); "local" -> a fresh single-machine instance; anything else (ray://host:10001,
-    host:6379) -> that cluster. A Ray instance this process already joined is used as is.
-    """
-    try:
-        import ray
-    except ImportError:
-        raise RayConvertError(
-            "--ray needs the [ray] extra (Ray is not installed): pip install '.[ray]' "
-            "(in a clone of ocrserve; it is not on PyPI)"
-        ) from None
-    if ray.is_initialized():
-        return False
-    init_kwargs.setdefault("include_dashboard", False)
-    init_kwargs.setdefault("log_to_driver", True)
-    addr = None if address in (None, "", "auto") else address
-    try:
-        if addr is None:
-            try:
-                ray.init(address="auto", **init_kwargs)
-            except ConnectionError:
-                if address == "auto":
-                    raise
-                ray.init(**init_kwargs)
-        else:
-            ray.init(address=addr, **init_kwargs)
-    except ConnectionError as e:
-        raise RayConvertError(f"cannot reach the Ray cluster at {address!r}: {e}") from None
-    return True
-
-
-def engine_type(name: str, factory: Callable[..., Engine] | None) -> type[Engine]:
-    """The class whose traits a run follows: the named engine's, a factory that is an Engine class, else
-    the defaults of Engine (a factory function)."""
-    if factory is None:
-        return engine_class(name)
-    return factory if isinstance(factory, type) and issubclass(factory, Engine) else Engine
-
-
-def _actor_plan(
-    engine: type[Engine],
-    engine_actors: int | None,
-    gpus_per_actor: float | None,
-    cpus_per_actor: float | None,
-    resources: dict[str, float] | None = None,
-) -> tuple[int, float, float]:
-    """(actors, GPUs each, CPUs each), as the engine class says: one engine per GPU when the cluster has
-    GPUs and the engine needs one; else an actor per two CPUs for a CPU-bound engine, one for the others."""
-    if resources is None:
-        import ray
-
-        resources = ray.cluster_resources()
-    gpus, cpus = float(resources.get("GPU", 0)), float(resources.get("CPU", 1))
-    if gpus_per_actor is None:
-        gpus_per_actor = 1.0 if (gpus >= 1 and engine.needs_gpu) else 0.0
-    if gpus_per_actor and gpus < gpus_per_actor:
-        raise RayConvertError(
-            f"the cluster has {gpus:g} GPUs, fewer than the {gpus_per_actor:g} each engine actor asks for"
-        )
-    if cpus_per_actor is None:
-        cpus_per_actor = 1.0
-    if engine_actors is None:
-        if gpus_per_actor:
-            engine_actors = max(1, int(gpus // gpus_per_actor))
-        elif engine.cpu_bound:
-            engine_actors = max(1, int(cpus // 2))  # leave half the CPUs to rendering and parsing
-        else:
-            engine_actors = 1  # an HTTP engine without GPUs: one actor keeps capacity() requests in flight
-    if engine_actors < 1:
-        raise RayConvertError(f"engine_actors must be at least 1, got {engine_actors}")
-    return engine_actors, gpus_per_actor, cpus_per_actor
 
 
 # the Ray options as keyword arguments of run_ray_convert (also accepted inside `ray=RayOptions(...)`)
@@ -202,7 +119,8 @@ def run_ray_convert(
     settings = settings or get_settings()
     opts = options.resolve(settings)
     rayo = opts.ray or RayOptions()
-    name = str(getattr(factory, "name", "custom")) if factory is not None else opts.engine
+    # resolve() chose the engine; engine_for gives it back as it is (and says so to the type checker)
+    name = str(getattr(factory, "name", "custom")) if factory is not None else engine_for(opts.engine, opts.server)
     engine_options = opts.engine_kwargs()
     server = str(engine_options.get("server") or settings.server or "")
     engine_cls = engine_type(name, factory)
@@ -218,14 +136,14 @@ def run_ray_convert(
         inputs = [inputs]
     target = OutputTarget(opts.output or "ocrserve-out", rayo.storage_options)
     target.begin_run()
-    sources = expand_sources(list(inputs), occupant=target.occupant)  # the local run's names, the same rule
+    expanded = expand_sources(list(inputs), occupant=target.occupant)  # the local run's names, the same rule
     # what could not be read (dangling symlink, loop, unreadable folder) fails, named, with its reason
     problems = [
-        DocResult(name=s.name, path=str(s.path), status="failed", error=s.reason)
-        for s in sources
+        DocResult(name=s.name, path=str(s.path), status=DocStatus.FAILED, error=s.reason)
+        for s in expanded
         if isinstance(s, InputProblem)
     ]
-    sources = [s for s in sources if not isinstance(s, InputProblem)]
+    sources = [s for s in expanded if isinstance(s, SourceFile)]
     target.prepare()
     run_id = uuid.uuid4().hex[:8]
     # the driver reads what is already written (under each name and its alternative); the open
@@ -260,7 +178,7 @@ def run_ray_convert(
 
         ctx = ray.data.DataContext.get_current()
         ctx.enable_progress_bars = rayo.progress
-        actors, gpus_each, cpus_each = _actor_plan(
+        actors, gpus_each, cpus_each = actor_plan(
             engine_cls, rayo.engine_actors, rayo.gpus_per_actor, rayo.cpus_per_actor
         )
         cfg = StageConfig(
@@ -288,7 +206,7 @@ def run_ray_convert(
         # Ray core retries a task whose worker died (max_retries); Ray Data restarts a dead engine actor
         # and resubmits its batches (max_restarts / max_task_retries -1, its default, set here explicitly).
         # Newer Ray versions warn that these go through **ray_remote_args; they are still honoured.
-        task_args = {"max_retries": rayo.task_retries, "num_cpus": 1}
+        task_args: dict[str, Any] = {"max_retries": rayo.task_retries, "num_cpus": 1}
         actor_args: dict[str, Any] = {"max_restarts": -1, "max_task_retries": -1}
         log.info(
             "ray run %s: %d documents, %d engine actors (%s, %g GPU, %g CPU each)",
@@ -301,11 +219,12 @@ def run_ray_convert(
         )
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*ray_remote_args.*")
-            ds = ray.data.from_items(doc_rows, override_num_blocks=max(1, min(len(doc_rows), 1000)))
-            ds = ds.flat_map(open_doc, fn_kwargs={"cfg": cfg}, **task_args)
+            ds: ray.data.Dataset = ray.data.from_items(doc_rows, override_num_blocks=max(1, min(len(doc_rows), 1000)))
+            # the stage functions take the config bound (partial): Ray ships it with the function
+            ds = ds.flat_map(partial(open_doc, cfg=cfg), **task_args)
             # one row per document -> blocks of a few pages, so a long document renders on many workers
             ds = ds.repartition(target_num_rows_per_block=max(1, rayo.pages_per_task))
-            ds = ds.map(render_row, fn_kwargs={"cfg": cfg}, **task_args)
+            ds = ds.map(partial(render_row, cfg=cfg), **task_args)
             ds = ds.map_batches(
                 EngineStage,
                 fn_constructor_kwargs={"spec": spec},
@@ -316,7 +235,7 @@ def run_ray_convert(
                 num_cpus=cpus_each,
                 **actor_args,
             )
-            ds = ds.map(finish_row, fn_kwargs={"cfg": cfg}, **task_args)
+            ds = ds.map(partial(finish_row, cfg=cfg), **task_args)
         model = document_model(name, profile.name, engine_cls.model_engine)
         summary.results = problems + _collect(ds, doc_rows, target, run_id, name, model, opts, emit, summary)
     finally:
@@ -330,14 +249,14 @@ def run_ray_convert(
 
 
 def _collect(
-    ds,
+    ds: Any,  # a ray.data.Dataset (ray is imported only when a run starts)
     doc_rows: list[dict[str, Any]],
     target: OutputTarget,
     run_id: str,
     engine_name: str,
     model_name: str,
     opts: ConvertOptions,
-    emit,
+    emit: Callable[..., None],
     summary: RunSummary,
 ) -> list[DocResult]:
     """Stream the finished rows; write each document when its last page is back. Results come back in
@@ -378,19 +297,19 @@ def _collect(
         summary.interrupted = True
     if not summary.interrupted:
         # the safety net: every document must be accounted for, never silently dropped
-        for r in doc_rows:
-            key = r["doc"]
+        for doc_row in doc_rows:
+            key = doc_row["doc"]
             if key in results:
                 continue
             d = docs.get(key)
             got = len(d.pages) if d else 0
             want = d.n_pages if d else "?"
-            nm = d.name if d else r["name"]
+            nm = d.name if d else doc_row["name"]
             log.error("%s: only %s of %s pages came back from the cluster", nm, got, want)
             results[key] = DocResult(
                 name=nm,
-                path=r["path"],
-                status="failed",
+                path=doc_row["path"],
+                status=DocStatus.FAILED,
                 error=f"pages lost: {got} of {want} came back from the cluster",
             )
             emit("doc_done", result=results[key])
@@ -408,6 +327,6 @@ def _write(
         out = target.write(doc, d.name, d.files, run_id, formats=opts.formats, ctx=render_context(opts))
         result.output = Path(out) if target.local is not None else None
     except (OSError, ValueError) as e:
-        result.status, result.error = "failed", f"cannot write output: {e}"
+        result.status, result.error = DocStatus.FAILED, f"cannot write output: {e}"
     d.files = {}
     return result

@@ -4,7 +4,8 @@ documents --open (flat_map, CPU)--> one row per selected page (or one skipped/fa
           --render (map, CPU)--> + the page PNG
           --engine (map_batches, actors: one engine per GPU / per CPU slot)--> + the raw model answer
           --finish (map, CPU)--> + the parsed Page as JSON and its figure crops; PNG dropped
-and the driver assembles documents from the finished rows (ray_convert.py).
+and the driver assembles documents from the finished rows (ray.py). The engine stage's actor is
+ray_engine.py's; these are the CPU stages and the rows.
 
 Every row carries every column (same types throughout: "" / 0 / -1 for "none"), so blocks from
 different stages and documents always share one Arrow schema. The stages only move rows: each step
@@ -19,29 +20,21 @@ documents' pages in its block) down with it.
 from __future__ import annotations
 
 import json
-import logging
 import pickle
 import tempfile
-import time
-import weakref
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ocrserve.document import Page
-from ocrserve.engines import Engine, EngineResult, FallbackEngine, PageInput, create_engine, create_fallback
-from ocrserve.engines.base import engine_error
+from ocrserve.engines import EngineResult, PageInput
 from ocrserve.export.formats import DEFAULT_FORMATS
-from ocrserve.ingest.isolate import isolated, quiet_dead_resource_tracker
+from ocrserve.ingest.isolate import isolated
 from ocrserve.ingest.raster import Budget, RenderedPage, open_source, render_page
 from ocrserve.ingest.sources import PageSelection, SourceFile
 from ocrserve.pipeline import page as steps
 from ocrserve.pipeline.output import Existing, done_though_unreadable, plan_document
 from ocrserve.profiles import Profile, load_profile
-from ocrserve.settings import Settings
-
-log = logging.getLogger(__name__)
 
 # kind: page (a page to convert), skipped (complete output already there), failed (document unreadable)
 COLUMNS: dict[str, Any] = {
@@ -210,153 +203,6 @@ def rendered(row: dict[str, Any]) -> RenderedPage:
 
 def page_input(row: dict[str, Any], password: str | None) -> PageInput:
     return steps.page_input(row["name"], rendered(row), row["abspath"], row["type"], password)
-
-
-# ---------------------------------------------------------------------------------------- engine
-
-
-@dataclass
-class EngineSpec:
-    """How an engine actor builds its engine. `factory(profile, settings, **options)` overrides `name`."""
-
-    name: str | None
-    model: Profile  # the Profile itself travels (a profile file need not exist on the workers)
-    settings: Settings
-    options: dict[str, Any] = field(default_factory=dict)
-    fallback: bool = True
-    password: str | None = None
-    factory: Callable[..., Engine] | None = None
-
-    def build(self, profile: Profile) -> Engine:
-        options = dict(self.options)
-        server = options.get("server")
-        if isinstance(server, str) and "{node_ip}" in server:
-            import ray
-
-            options["server"] = server.replace("{node_ip}", ray.util.get_node_ip_address())
-        if self.factory is not None:
-            return self.factory(profile, self.settings, **options)
-        return create_engine(self.name, profile, self.settings, **options)
-
-
-class EngineStage:
-    """A Ray Data actor holding one engine (a model engine wrapped in FallbackEngine: the lite fallback
-    is made when first needed).
-
-    Async: Ray Data runs several batches of an actor concurrently on its event loop, so an HTTP
-    engine keeps its `capacity()` requests in flight; batched engines (in-process vLLM: `batched`)
-    get a whole batch at once.
-    """
-
-    def __init__(self, spec: EngineSpec) -> None:
-        import asyncio
-
-        self.spec = spec
-        self.profile = load_profile(spec.model)
-        self.engine = spec.build(self.profile)
-        self._fallback_engine: Engine | None = None
-        if spec.fallback and self.engine.innermost().model_engine:
-            # through a weak reference: the engine must not keep the stage alive (Ray Data drops the stage,
-            # and __del__ closes the engines, only when nothing else holds it)
-            fallback = weakref.WeakMethod(self._fallback)
-            self.engine = FallbackEngine(self.engine, lambda: fallback()())  # type: ignore[misc]
-        self._sem = asyncio.Semaphore(max(1, int(self.engine.capacity())))
-        self._loop: Any = None  # the event loop Ray Data runs __call__ on (engines' clients live there)
-
-    def __del__(self) -> None:
-        # Ray Data drops the UDF when the actor exits gracefully (MapWorker.__ray_shutdown__), before
-        # Ray kills the actor's child processes: close the engines now, so their worker pools and
-        # clients shut down cleanly (no leaked semaphores or resource_tracker warnings).
-        self.close()
-
-    def close(self, timeout: float = 60.0) -> None:
-        """Close the engine and the fallback engine (aclose); idempotent, never raises."""
-        import asyncio
-        import threading
-
-        engines = [e for e in (getattr(self, "engine", None), getattr(self, "_fallback_engine", None)) if e is not None]
-        if engines:
-            quiet_dead_resource_tracker()
-        self.engine = self._fallback_engine = None  # type: ignore[assignment]
-        loop = getattr(self, "_loop", None)
-        for eng in engines:
-            try:
-                if loop is not None and loop.is_running() and not _on_loop(loop):
-                    asyncio.run_coroutine_threadsafe(eng.aclose(), loop).result(timeout)
-                else:  # no loop to use (never called, or called from it): a fresh one in a thread
-                    t = threading.Thread(target=lambda e=eng: asyncio.run(e.aclose()), daemon=True)
-                    t.start()
-                    t.join(timeout)
-            except Exception:
-                log.warning("closing engine %s failed", getattr(eng, "name", eng), exc_info=True)
-
-    async def _fallback(self) -> Engine:
-        if self._fallback_engine is None:
-            self._fallback_engine = create_fallback(self.profile, self.spec.settings)
-        return self._fallback_engine
-
-    async def _ocr_one(self, pi: PageInput) -> EngineResult:
-        async with self._sem:
-            try:
-                return await self.engine.ocr(pi)
-            except Exception as e:
-                log.exception("engine %s raised on %s page %d", self.engine.name, pi.doc_id, pi.index + 1)
-                return engine_error(self.engine.name, e)
-
-    async def _results(self, inputs: list[PageInput]) -> list[tuple[EngineResult, float]]:
-        import asyncio
-
-        if self.engine.batched:
-            t0 = time.perf_counter()
-            try:
-                results = await self.engine.ocr_batch(inputs)
-            except Exception as e:
-                log.exception("engine %s raised on a batch", self.engine.name)
-                results = [engine_error(self.engine.name, e) for _ in inputs]
-            dt = (time.perf_counter() - t0) / max(1, len(inputs))
-            return [(r, dt) for r in results]
-
-        async def one(pi: PageInput) -> tuple[EngineResult, float]:
-            t0 = time.perf_counter()
-            r = await self._ocr_one(pi)
-            return r, time.perf_counter() - t0
-
-        return list(await asyncio.gather(*(one(pi) for pi in inputs)))
-
-    async def __call__(self, batch):  # pyarrow.Table -> pyarrow.Table
-        import asyncio
-
-        import pyarrow as pa
-
-        self._loop = asyncio.get_running_loop()
-        rows = batch.to_pylist()
-        todo = [i for i, r in enumerate(rows) if r["kind"] == "page" and not r["page_json"]]
-        inputs = [page_input(rows[i], self.spec.password) for i in todo]
-        for i, (res, dt) in zip(todo, await self._results(inputs)):
-            status, err = steps.page_status(res)
-            rows[i].update(
-                has_result=True,
-                raw=res.raw or "",
-                fill_raw=res.extra.get("fill_raw") or "",
-                status=str(status),
-                engine=res.engine or self.engine.name,
-                attempts=res.attempts,
-                finish_reason=res.finish_reason or "",
-                model_error=err or "",
-                prompt_tokens=-1 if res.prompt_tokens is None else res.prompt_tokens,
-                completion_tokens=-1 if res.completion_tokens is None else res.completion_tokens,
-                engine_s=dt,
-            )
-        return pa.Table.from_pylist(rows, schema=batch.schema)
-
-
-def _on_loop(loop: Any) -> bool:
-    import asyncio
-
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False
 
 
 # ---------------------------------------------------------------------------------------- finish

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from ocrserve.bench.load import metrics_delta, parse_metrics
-from ocrserve.bench.sweep import SweepConfig, load_spec, parse_plan, resolve_model, scaling_configs, serve_argv, sweep_spec
+from ocrserve.bench.sweep import parse_plan, resolve_model, serve_argv
+from ocrserve.bench.sweep_spec import SweepConfig, load_spec, scaling_configs, sweep_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 STANDIN_VLLM = f"{sys.executable} -m tests.fakes.standin_vllm"

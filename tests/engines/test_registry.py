@@ -215,7 +215,7 @@ def test_each_engine_declares_its_options_by_its_model():
 
 
 def test_the_ray_engine_spec_builds_through_create_engine():
-    from ocrserve.pipeline.ray_stages import EngineSpec
+    from ocrserve.pipeline.ray_engine import EngineSpec
 
     spec = EngineSpec(
         name="vllm",

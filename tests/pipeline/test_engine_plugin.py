@@ -108,19 +108,19 @@ def test_its_options_are_checked_by_its_model(tmp_path, toy):
 
 
 def test_the_ray_plan_and_batch_size_ask_the_class(toy, monkeypatch):
-    from ocrserve.pipeline.ray import _actor_plan, engine_type
+    from ocrserve.pipeline.ray_cluster import actor_plan, engine_type
 
     assert engine_type("toy", None) is ToyEngine and engine_type("x", ToyEngine) is ToyEngine
     assert engine_type("x", lambda *a, **k: None) is Engine  # a factory function: the defaults
     cluster = {"GPU": 2.0, "CPU": 8.0}
-    assert _actor_plan(ToyEngine, None, None, None, cluster) == (1, 0.0, 1.0)  # an I/O engine: one actor
+    assert actor_plan(ToyEngine, None, None, None, cluster) == (1, 0.0, 1.0)  # an I/O engine: one actor
     monkeypatch.setattr(ToyEngine, "cpu_bound", True)
-    assert _actor_plan(ToyEngine, None, None, None, cluster) == (4, 0.0, 1.0)  # an actor per two CPUs
+    assert actor_plan(ToyEngine, None, None, None, cluster) == (4, 0.0, 1.0)  # an actor per two CPUs
     monkeypatch.setattr(ToyEngine, "needs_gpu", True)
-    assert _actor_plan(ToyEngine, None, None, None, cluster) == (2, 1.0, 1.0)  # an actor per GPU
-    assert _actor_plan(ToyEngine, None, None, None, {"CPU": 8.0}) == (4, 0.0, 1.0)  # no GPUs in the cluster
-    assert _actor_plan(engine_class("lite"), None, None, None, cluster) == (4, 0.0, 1.0)
-    assert _actor_plan(engine_class("vllm"), None, None, None, cluster) == (2, 1.0, 1.0)
+    assert actor_plan(ToyEngine, None, None, None, cluster) == (2, 1.0, 1.0)  # an actor per GPU
+    assert actor_plan(ToyEngine, None, None, None, {"CPU": 8.0}) == (4, 0.0, 1.0)  # no GPUs in the cluster
+    assert actor_plan(engine_class("lite"), None, None, None, cluster) == (4, 0.0, 1.0)
+    assert actor_plan(engine_class("vllm"), None, None, None, cluster) == (2, 1.0, 1.0)
     assert (ToyEngine.ray_batch_size, engine_class("vllm").ray_batch_size) == (8, 64)
 
 

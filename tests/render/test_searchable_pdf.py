@@ -17,7 +17,8 @@ from PIL import Image, ImageDraw
 
 import ocrserve
 from ocrserve import Document, Source, parse_output
-from ocrserve.export.searchable_pdf import SearchablePdfError, layout_block, searchable_pdf
+from ocrserve.export.searchable_pdf import SearchablePdfError, searchable_pdf
+from ocrserve.export.text_layout import layout_block
 from ocrserve.ingest.pdf.textlayer import extract_chars
 from ocrserve.labels import FIGURE_LABELS
 from tests.support.helpers import start_chromium, stop_process, text_pdf

@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from ocrserve.cli import app
 from ocrserve.profiles import load_profile
-from ocrserve.vllm.plan import MAX_UTILIZATION, ModelShape, fitting_concurrency, plan_replica
+from ocrserve.vllm.plan import MAX_UTILIZATION, fitting_concurrency, plan_replica
+from ocrserve.vllm.shape import ModelShape
 
 UPSTREAM_MM = {"min_pixels": 3136, "max_pixels": 6291456}  # chandra-ocr 0.2.0, chandra/scripts/vllm.py
 

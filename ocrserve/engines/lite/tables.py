@@ -5,8 +5,8 @@ relative to the typical line height `lh`:
 
 1. region: a run of rows of two or more short cells; rows of one short cell between two such
    rows stay in the run (a cell's second line, a group label), as does one leading header row;
-2. columns: x ranges that fragments of the run cover, split by gutters that (almost) no
-   fragment crosses; a fragment over a gutter is a spanning cell, not a reason to merge columns;
+2. columns (table_columns.py): x ranges that fragments of the run cover, split by gutters that
+   (almost) no fragment crosses; a fragment over a gutter is a spanning cell, not a reason to merge columns;
 3. rows: fragments of one band; a fragment alone in its column just under (or over) a cell of the
    same column, with a line gap, is that cell's next line (multi-line cells are joined);
 4. header rows: the leading rows that are bold, or have no numbers while the body does, plus a row
@@ -21,6 +21,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from ocrserve.engines.lite.table_columns import gutters, span
 from ocrserve.ingest.pdf.chars import rows_of
 from ocrserve.ingest.pdf.textlayer import Line
 
@@ -163,51 +164,6 @@ def _title_like(row: list[Line], run: list[list[Line]]) -> bool:
     return l.x0 <= x0 + 0.25 * (x1 - x0) or abs(l.cx - (x0 + x1) / 2) <= 0.1 * (x1 - x0)
 
 
-def _gutters(cells: list[Line], n_rows: int, lh: float) -> list[tuple[float, float]]:
-    """Columns: x ranges covered by fragments, split where at most a few rows cross."""
-    x0, x1 = min(c.x0 for c in cells), max(c.x1 for c in cells)
-    step = max(lh / 8, 0.25)
-    n = int((x1 - x0) / step) + 2
-    cover = [0] * n
-    for c in cells:
-        for k in range(int((c.x0 - x0) / step), min(int((c.x1 - x0) / step) + 1, n)):
-            cover[k] += 1
-    limit = max(1, int(0.25 * n_rows))  # spanning cells may cross a gutter
-    min_gap = max(int(0.35 * lh / step), 1)
-    cols: list[tuple[float, float]] = []
-    start = None
-    k = 0
-    while k < n:
-        if cover[k] > 0 and start is None:
-            start = k
-        if start is not None and cover[k] <= limit:
-            e = k
-            while e < n and cover[e] <= limit:
-                e += 1
-            if e - k >= min_gap or e >= n:
-                # close the column before the gutter; ignore the lightly covered bins on its sides
-                a = start
-                while a < k and cover[a] <= limit:
-                    a += 1
-                if a < k:
-                    cols.append((x0 + a * step, x0 + k * step))
-                start = None
-                k = e
-                continue
-        k += 1
-    if start is not None:
-        cols.append((x0 + start * step, x1))
-    return cols
-
-
-def _span(l: Line, cols: list[tuple[float, float]]) -> list[int]:
-    """Columns a fragment covers (by overlap), at least the one nearest its centre."""
-    out = [k for k, (a, b) in enumerate(cols) if min(b, l.x1) - max(a, l.x0) > 0.3 * min(b - a, l.w) + 0.5]
-    if not out:
-        out = [min(range(len(cols)), key=lambda k: abs((cols[k][0] + cols[k][1]) / 2 - l.cx))]
-    return out
-
-
 def _continues(a: Line, b: Line, lh: float) -> bool:
     """Line b (below) is the next line of cell line a: a line gap, and tighter than the rows are
     apart unless b is set smaller or indented (a note under the cell's name)."""
@@ -223,7 +179,7 @@ def make_table(run: list[list[Line]], lh: float, rotated: list[Line]) -> TableIt
     cells = [c for r in run for c in r]
     hs = sorted(c.h for c in cells)
     lh = hs[len(hs) // 2]
-    cols = _gutters(cells, len(run), lh)
+    cols = gutters(cells, len(run), lh)
     if len(cols) < 2:
         return None
     lengths = sorted(len(c.text) for c in cells)
@@ -240,7 +196,7 @@ def make_table(run: list[list[Line]], lh: float, rotated: list[Line]) -> TableIt
         placed: dict[int, list[Line]] = {}
         rspan: dict[int, int] = {}
         for l in row:
-            ks = _span(l, cols)
+            ks = span(l, cols)
             placed.setdefault(ks[0], []).append(l)
             rspan[ks[0]] = max(rspan.get(ks[0], 1), len(ks))
         if grid and len(placed) == 1 and len(row) == 1:
@@ -263,7 +219,7 @@ def make_table(run: list[list[Line]], lh: float, rotated: list[Line]) -> TableIt
     for placed, rspan in zip(grid, spans):
         if merged_grid and len(merged_grid[-1]) == 1 and len(placed) >= 2:
             ((k, prev),) = merged_grid[-1].items()
-            mine = placed.get(k)
+            mine = placed.get(k) or []
             others = [l for kk, ls in placed.items() if kk != k for l in ls]
             centred = bool(others and mine) and sorted(l.y0 for l in others)[len(others) // 2] < mine[0].y0 - 0.2 * lh
             if (
@@ -366,16 +322,9 @@ def _header_spans(rows: list[list[Cell]], header: int, cols: list[tuple[float, f
             continue
         boxes = [(cols[c.col][0], cols[c.col + c.span - 1][1]) for c in row]
         for n, c in enumerate(row):
-            lo = boxes[n - 1][1] if n > 0 else None
-            hi = boxes[n + 1][0] if n + 1 < len(row) else None
-            a, b = boxes[n]
-            if lo is None and hi is None:  # alone in its row: centred over the columns on its side
-                d = max(min(cols[-1][1] - b, a - cols[0][0]), 0.0)
-                lo, hi = a - d - 0.5, b + d + 0.5
-            if lo is None:
-                lo = a - (hi - b)
-            if hi is None:
-                hi = b + (a - lo)
+            lo, hi = _between(
+                boxes[n], boxes[n - 1][1] if n > 0 else None, boxes[n + 1][0] if n + 1 < len(row) else None, cols
+            )
             ks = [k for k, x in enumerate(centres) if lo < x < hi]
             if ks and ks[0] <= c.col:
                 c.span = ks[-1] - ks[0] + 1
@@ -384,6 +333,22 @@ def _header_spans(rows: list[list[Cell]], header: int, cols: list[tuple[float, f
         for n in range(len(row) - 1):
             if row[n].col + row[n].span > row[n + 1].col:
                 row[n].span = max(1, row[n + 1].col - row[n].col)
+
+
+def _between(
+    box: tuple[float, float], left: float | None, right: float | None, cols: list[tuple[float, float]]
+) -> tuple[float, float]:
+    """The x range a header cell of `box` is centred in: between its neighbours' edges (`left`, `right`), a
+    missing side mirrored from the other; alone in its row, over the columns on its side."""
+    a, b = box
+    if left is not None and right is not None:
+        return left, right
+    if left is not None:
+        return left, b + (a - left)
+    if right is not None:
+        return a - (right - b), right
+    d = max(min(cols[-1][1] - b, a - cols[0][0]), 0.0)
+    return a - d - 0.5, b + d + 0.5
 
 
 def table_html(t: TableItem) -> str:
