@@ -53,8 +53,9 @@ def _os_reason(e: OSError) -> str:
     return e.strerror or str(e)
 
 
-def _folder_entries(root: Path) -> list[Path | InputProblem]:
-    """Documents under a folder (recursive, hidden entries left out) and what could not be read there.
+def _folder_entries(root: Path, skip: frozenset[tuple[int, int]] = frozenset()) -> list[Path | InputProblem]:
+    """Documents under a folder (recursive, hidden entries left out) and what could not be read there;
+    the folders in `skip` (their (device, inode): the run's output folder) are not walked.
 
     Symlinks are followed: one to a folder is walked, unless it leads back into a folder being walked
     (a loop) or to one walked already; a dangling symlink, a loop and a folder or extensionless file
@@ -90,6 +91,8 @@ def _folder_entries(root: Path) -> list[Path | InputProblem]:
                 continue
             if stat.S_ISDIR(st.st_mode):
                 key = (st.st_dev, st.st_ino)
+                if key in skip:
+                    continue  # the output folder inside an input folder: its files are not inputs
                 if key in ancestors:
                     out.append(InputProblem(p, f"symlink loop (-> {_readlink(p)}, a folder that holds it)"))
                 elif key not in seen_dirs:  # a folder reached twice is walked once
@@ -130,7 +133,7 @@ def expand_inputs(inputs: list[str | Path], stdin=None, occupant: OccupantOf | N
 
 
 def expand_sources(
-    inputs: list[str | Path], stdin=None, occupant: OccupantOf | None = None
+    inputs: list[str | Path], stdin=None, occupant: OccupantOf | None = None, exclude: Path | None = None
 ) -> list[SourceFile | InputProblem]:
     """Expand inputs into documents with unique, stable output names, in input order, and the
     things found that cannot be read (InputProblem: path and reason), where they were found.
@@ -138,8 +141,16 @@ def expand_sources(
     Files in folders keep their path relative to the folder (a/x.pdf -> a/x); a name another
     document holds (in the output folder, `occupant`, or in the run) gets a short hash of the file's
     absolute path, so no two inputs share an output and a file's name does not depend on what else
-    the run converts (ingest/naming.py has the rule).
+    the run converts (ingest/naming.py has the rule). `exclude` (the output folder) is never walked
+    into when it lies inside an input folder: a rerun does not read its own outputs back as inputs.
     """
+    skip: frozenset[tuple[int, int]] = frozenset()
+    if exclude is not None:
+        try:
+            st = os.stat(exclude)
+            skip = frozenset({(st.st_dev, st.st_ino)})
+        except OSError:  # not made yet: nothing in it to skip
+            pass
     items: list[tuple[Path, str] | InputProblem] = []  # (file, name stem with relative folder) or a problem
     for raw in inputs:
         s = str(raw)
@@ -150,7 +161,7 @@ def expand_sources(
             continue
         p = Path(s).expanduser()
         if p.is_dir():
-            entries = _folder_entries(p)
+            entries = _folder_entries(p, skip)
             if not entries:
                 log.warning("folder %s holds no documents", p)
             for f in entries:

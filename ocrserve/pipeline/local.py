@@ -274,7 +274,9 @@ class Converter:
         # documents, and what could not be read (fails, named); names taken in the output folder are kept
         if self.target is not None:
             self.target.begin_run()
-        sources = expand_sources(list(inputs), occupant=self.target.occupant if self.target is not None else None)
+        sources = expand_sources(
+            list(inputs), occupant=self.target.occupant if self.target is not None else None, exclude=self.output_dir
+        )
         await self.engine.preflight()  # a server down, a key refused or another model fails the run at once
         if self.engine.profile.name != self.profile.name:  # no profile chosen: the one the server serves
             self.profile = self.rescue.profile = self.engine.profile

@@ -136,7 +136,8 @@ def run_ray_convert(
         inputs = [inputs]
     target = OutputTarget(opts.output or "ocrserve-out", rayo.storage_options)
     target.begin_run()
-    expanded = expand_sources(list(inputs), occupant=target.occupant)  # the local run's names, the same rule
+    # the local run's names, the same rule; the output folder is not read back as input
+    expanded = expand_sources(list(inputs), occupant=target.occupant, exclude=target.local)
     # what could not be read (dangling symlink, loop, unreadable folder) fails, named, with its reason
     problems = [
         DocResult(name=s.name, path=str(s.path), status=DocStatus.FAILED, error=s.reason)
