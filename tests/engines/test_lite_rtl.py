@@ -154,15 +154,16 @@ def word_f1(got: str, want: str) -> float:
     return 2 * p * r / (p + r)
 
 
-def _markdown(path: Path) -> str:
+def _markdown(path: Path, index: int = 0) -> str:
+    """One page of a PDF through the lite engine, as Markdown."""
     doc = pdfium.PdfDocument(str(path))
-    w, h = doc[0].get_size()
-    img = doc[0].render(scale=1).to_pil().convert("RGB")
+    w, h = doc[index].get_size()
+    img = doc[index].render(scale=1).to_pil().convert("RGB")
     doc.close()
     page = PageInput(
-        doc_id=path.stem, index=0, image=img, width=w, height=h, unit="pt", source_path=str(path), source_type="pdf"
+        doc_id=path.stem, index=index, image=img, width=w, height=h, unit="pt", source_path=str(path), source_type="pdf"
     )
-    parsed = parse_output(lite_raw_for(page), PROFILE, (w, h), index=0)
+    parsed = parse_output(lite_raw_for(page), PROFILE, (w, h), index=index)
     return render_markdown(Document(source=Source(path=str(path), type="pdf", page_count=1), pages=[parsed]))
 
 

@@ -23,6 +23,7 @@ from statistics import median
 
 from ocrserve.engines.lite.headers import metric as _metric
 from ocrserve.engines.lite.headers import split_headers_footers
+from ocrserve.engines.lite.marks import join_markers, section_heading, section_level
 from ocrserve.engines.lite.order import leaf_order as _leaf_order
 from ocrserve.engines.lite.order import reading_order
 from ocrserve.engines.lite.order import vfrac_overlap as _vfrac_overlap
@@ -51,7 +52,11 @@ class LayoutBlock:
     html: str
 
 
-_BULLET = re.compile(r"^\s*([\u2022\u00b7\u25aa\u25cf\u25e6\u2023\u2043\u25a0\u25a1\u2219\-\u2013\u2014*>])\s+(?=\S)")
+# a bullet glyph (set close to its text, without a space, too), or a dash / star / arrow and a space
+_BULLET = re.compile(
+    r"^\s*(?:[\u2022\u00b7\u25aa\u25ab\u25cf\u25cb\u25e6\u2023\u2043\u25a0\u25a1\u2219\u25ba\u25b8\u27a2]\s*"
+    r"|[\-\u2013\u2014*>]\s+)(?=\S)"
+)
 _NUMBERED = re.compile(r"^\s*\(?(\d{1,3}|[a-h])[.)]\s+(?=\S)")
 
 
@@ -189,7 +194,7 @@ def build_blocks(
     if sum(len(l.text) for l in rotated) > sum(len(l.text) for l in lines if not l.angle):
         rotated = []  # the page's text is mostly slanted (no 90-degree turn rights it): read it as it is
     taken = {id(l) for l in rotated}
-    lines = merge_fragments([l for l in lines if id(l) not in taken])
+    lines = merge_fragments(join_markers([l for l in lines if id(l) not in taken]))
     lh = median([l.h for l in lines]) if lines else 10.0
     body_metric = _weighted_median([(_metric(l), len(l.text)) for l in lines]) if lines else 1.0
     heading_ratio = 1.3 if ocr else 1.2
@@ -199,7 +204,8 @@ def build_blocks(
     ordered = reading_order(items, max(0.8 * lh, 0.01 * width)) if items else []
 
     def is_heading(l: Line) -> bool:
-        return _metric(l) >= heading_ratio * body_metric and len(l.text) <= 200
+        # (a bullet or a rule alone is no heading, however large)
+        return _metric(l) >= heading_ratio * body_metric and len(l.text) <= 200 and any(c.isalnum() for c in l.text)
 
     # typical gap between consecutive lines of a paragraph
     gaps = []
@@ -225,7 +231,9 @@ def build_blocks(
         if isinstance(prev, _Para) and _continues(prev, it, head, bullet, para_gap, lh, is_heading):
             prev.lines.append(it)
             continue
-        paras.append(_Para([it], "heading" if head else "item" if bullet else "text"))
+        # a bullet makes a list item whatever its size; a large numbered line may be a heading
+        kind = "item" if _BULLET.match(it.text) else "heading" if head else "item" if bullet else "text"
+        paras.append(_Para([it], kind))
 
     # a long run of large text is a lead paragraph, not a heading
     for p in paras:
@@ -246,6 +254,9 @@ def build_blocks(
                 and not text.endswith((".", ",", ";"))
             ):
                 p.kind = "bold-heading"
+    for p in paras:  # a numbered section heading alone on its line, in the body's font
+        if isinstance(p, _Para) and p.kind == "text" and len(p.lines) == 1 and section_heading(p.lines[0].text):
+            p.kind = "bold-heading"
 
     k = 0
     while k < len(paras):
@@ -269,6 +280,7 @@ def build_blocks(
                 level = _heading_level(max(_metric(l) for l in p.lines) / body_metric)
             else:
                 level = 3
+            level = section_level(text) or level
             blocks.append(LayoutBlock("Section-Header", p.box, f"<h{level}>{_esc(text)}</h{level}>"))
         else:
             blocks.append(LayoutBlock("Text", p.box, f"<p>{_esc(_join([l.text for l in p.lines]))}</p>"))
@@ -307,6 +319,8 @@ def _continues(p: _Para, line: Line, head: bool, bullet: bool, para_gap: float, 
         short = prev.x0 > min(x0, line.x0) + 0.3 * max(right - min(x0, line.x0), 1e-6)
     else:
         short = prev.x1 < right - 0.3 * max(right - x0, 1e-6)
+    if short and len(p.lines) == 1 and section_heading(prev.text):
+        return False  # a numbered section heading on its own line, its paragraph below
     if short and prev.text.rstrip().endswith((".", "!", "?", ":", '"', "\u201d", "\u061f")):
         return False  # the previous line ended a paragraph early
     return True
