@@ -42,19 +42,32 @@ def page_png(side: int = 1024) -> bytes:
 
 def body(png: bytes, **extra) -> bytes:
     url = "data:image/png;base64," + base64.b64encode(png).decode()
-    return json.dumps({"model": "chandra", "max_tokens": 256, "messages": [{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "read"}]}], **extra}).encode()
+    return json.dumps(
+        {
+            "model": "chandra",
+            "max_tokens": 256,
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "read"}],
+                }
+            ],
+            **extra,
+        }
+    ).encode()
 
 
 async def load(url: str, bodies: list[bytes], concurrency: int) -> list[float]:
     sem, lat = asyncio.Semaphore(concurrency), []
     async with httpx.AsyncClient(timeout=300, limits=httpx.Limits(max_connections=concurrency + 4)) as c:
+
         async def one(b: bytes) -> None:
             async with sem:
                 t0 = time.perf_counter()
                 r = await c.post(url + "/chat/completions", content=b, headers={"content-type": "application/json"})
                 r.raise_for_status()
                 lat.append(time.perf_counter() - t0)
+
         await asyncio.gather(*(one(b) for b in bodies))
     return lat
 
@@ -62,12 +75,15 @@ async def load(url: str, bodies: list[bytes], concurrency: int) -> list[float]:
 async def streams(url: str, bodies: list[bytes]) -> int:
     events = 0
     async with httpx.AsyncClient(timeout=300, limits=httpx.Limits(max_connections=len(bodies) + 4)) as c:
+
         async def one(b: bytes) -> None:
             nonlocal events
-            async with c.stream("POST", url + "/chat/completions", content=b,
-                                headers={"content-type": "application/json"}) as r:
+            async with c.stream(
+                "POST", url + "/chat/completions", content=b, headers={"content-type": "application/json"}
+            ) as r:
                 async for line in r.aiter_lines():
                     events += line.startswith("data: ")
+
         await asyncio.gather(*(one(b) for b in bodies))
     return events
 
@@ -87,8 +103,18 @@ def main() -> None:
     a = ap.parse_args()
     reps = [start_standin(), start_standin()]
     sock_port = free_port()
-    router = subprocess.Popen([sys.executable, "-m", "ocrserve.vllm.router", "--port", str(sock_port),
-                               "--replicas", ",".join(r.root for r in reps)], cwd=ROOT)
+    router = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ocrserve.vllm.router",
+            "--port",
+            str(sock_port),
+            "--replicas",
+            ",".join(r.root for r in reps),
+        ],
+        cwd=ROOT,
+    )
     url = f"http://127.0.0.1:{sock_port}/v1"
     try:
         for _ in range(200):
@@ -120,11 +146,14 @@ def main() -> None:
     rep = {
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
         "request_body_bytes_mean": round(statistics.fmean(len(b) for b in bodies)),
-        "requests": a.requests, "concurrency": a.concurrency,
+        "requests": a.requests,
+        "concurrency": a.concurrency,
         "latency_p50_direct_ms": round(1000 * statistics.median(direct), 1),
         "latency_p50_router_ms": round(1000 * statistics.median(routed), 1),
         "router_cpu_ms_per_request": round(1000 * cpu_whole / a.requests, 2),
-        "streams": a.streams, "stream_events": n_events, "stream_events_per_s": round(n_events / wall),
+        "streams": a.streams,
+        "stream_events": n_events,
+        "stream_events_per_s": round(n_events / wall),
         "router_cpu_us_per_event": round(1e6 * cpu_stream / max(1, n_events), 1),
     }
     text = "\n".join(f"| {k} | {v} |" for k, v in rep.items())

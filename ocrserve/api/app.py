@@ -24,6 +24,7 @@ import logging
 import shutil
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import cast
 
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
@@ -93,10 +94,11 @@ def create_app(settings: Settings | None = None, engine: Engine | str | None = N
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        eng = engine
-        own = not hasattr(eng, "ocr")
+        own = not hasattr(engine, "ocr")
         if own:
-            eng = create_engine(eng if isinstance(eng, str) else settings.engine, profile, settings)
+            eng = create_engine(engine if isinstance(engine, str) else settings.engine, profile, settings)
+        else:
+            eng = cast(Engine, engine)  # an engine object handed in (tests, `ocrserve serve --api-port`)
         service = Service(settings, eng, profile)
         service.metrics = metrics
         worker = JobWorker(service, store, settings.job_workers)

@@ -89,8 +89,11 @@ class ServeOptions(BaseModel):
     gpus: list[int] = Field(default_factory=lambda: [0])
     parallel: Parallel = "dp"
     dp_backend: Literal["processes", "vllm"] = "processes"
-    router: bool = Field(True, description="dp over several GPUs as processes: one endpoint (ocrserve.vllm.router) "
-                         "in front of the replicas; False: a URL per replica")
+    router: bool = Field(
+        True,
+        description="dp over several GPUs as processes: one endpoint (ocrserve.vllm.router) "
+        "in front of the replicas; False: a URL per replica",
+    )
     host: str = "127.0.0.1"
     port: int = 8000
     vllm_bin: str = "vllm"
@@ -98,8 +101,12 @@ class ServeOptions(BaseModel):
     mm_processor_cache_gb: float = 1.0
     prefix_caching: bool = True
     enforce_eager: bool = False
-    renderer_workers: int = Field(8, ge=0, description="threads of vLLM's API server that turn a request into model "
-                                  "inputs (the image preprocessing); 0: leave vLLM's default (1)")
+    renderer_workers: int = Field(
+        8,
+        ge=0,
+        description="threads of vLLM's API server that turn a request into model "
+        "inputs (the image preprocessing); 0: leave vLLM's default (1)",
+    )
     epd_encoders: int = 1
     ec_connector: str = "ECExampleConnector"
     ec_storage: str = "/dev/shm/ocrserve-ec"
@@ -113,10 +120,17 @@ def _split_bin(vllm_bin: str) -> list[str]:
 def _ocr_flags(opts: ServeOptions, profile: Profile, plan: ServePlan) -> list[str]:
     own_mm = "--mm-processor-kwargs" in profile.server_args
     flags = [
-        "--served-model-name", opts.served_model_name,
-        "--limit-mm-per-prompt", json.dumps({"image": 1, "video": 0}, separators=(",", ":")),
-        *([] if own_mm else ["--mm-processor-kwargs", json.dumps({"max_pixels": profile.max_pixels}, separators=(",", ":"))]),
-        "--mm-processor-cache-gb", f"{opts.mm_processor_cache_gb:g}",
+        "--served-model-name",
+        opts.served_model_name,
+        "--limit-mm-per-prompt",
+        json.dumps({"image": 1, "video": 0}, separators=(",", ":")),
+        *(
+            []
+            if own_mm
+            else ["--mm-processor-kwargs", json.dumps({"max_pixels": profile.max_pixels}, separators=(",", ":"))]
+        ),
+        "--mm-processor-cache-gb",
+        f"{opts.mm_processor_cache_gb:g}",
         # retries re-send the same page: the prefix cache turns their prefill into a lookup
         "--enable-prefix-caching" if opts.prefix_caching else "--no-enable-prefix-caching",
         *plan.vllm_args(),
@@ -142,14 +156,25 @@ def renderer_workers_for(requested: int, vllm_version: str | None) -> tuple[int,
     except ValueError:
         return requested, None
     if have < RENDERER_WORKERS_SINCE:
-        return 0, (f"vLLM {vllm_version} is older than {'.'.join(map(str, RENDERER_WORKERS_SINCE))}: "
-                   "--renderer-num-workers left out (one API renderer thread: vision + prefill is capped lower)")
+        return 0, (
+            f"vLLM {vllm_version} is older than {'.'.join(map(str, RENDERER_WORKERS_SINCE))}: "
+            "--renderer-num-workers left out (one API renderer thread: vision + prefill is capped lower)"
+        )
     return requested, None
 
 
 def _vllm(opts: ServeOptions, port: int, flags: list[str]) -> list[str]:
-    return [*_split_bin(opts.vllm_bin), "serve", opts.model, "--host", opts.host, "--port", str(port),
-            *flags, *opts.extra_args]
+    return [
+        *_split_bin(opts.vllm_bin),
+        "serve",
+        opts.model,
+        "--host",
+        opts.host,
+        "--port",
+        str(port),
+        *flags,
+        *opts.extra_args,
+    ]
 
 
 def _cuda(gpus: list[int]) -> dict[str, str]:
@@ -170,20 +195,47 @@ def build_layout(opts: ServeOptions, profile: Profile, plan: ServePlan) -> Layou
         host = "127.0.0.1" if routed else opts.host
         for i, g in enumerate(opts.gpus):
             port = opts.port + i + routed
-            procs.append(ProcessSpec(name=f"replica-{i}", role="replica", env=_cuda([g]), host=host, port=port,
-                                     gpus=[g], argv=_vllm(opts.model_copy(update={"host": host}), port, flags)))
+            procs.append(
+                ProcessSpec(
+                    name=f"replica-{i}",
+                    role="replica",
+                    env=_cuda([g]),
+                    host=host,
+                    port=port,
+                    gpus=[g],
+                    argv=_vllm(opts.model_copy(update={"host": host}), port, flags),
+                )
+            )
         if routed:
             procs.append(_router(opts, procs))
         endpoints = [f"{procs[-1].url}/v1"] if routed else [f"{p.url}/v1" for p in procs]
     elif opts.parallel == "dp":
         argv = _vllm(opts, opts.port, flags + ["--data-parallel-size", str(n)])
-        procs.append(ProcessSpec(name="replica-0", role="replica", argv=argv, env=_cuda(opts.gpus),
-                                 host=opts.host, port=opts.port, gpus=list(opts.gpus)))
+        procs.append(
+            ProcessSpec(
+                name="replica-0",
+                role="replica",
+                argv=argv,
+                env=_cuda(opts.gpus),
+                host=opts.host,
+                port=opts.port,
+                gpus=list(opts.gpus),
+            )
+        )
         endpoints = [f"{procs[0].url}/v1"]
     elif opts.parallel == "tp":
         argv = _vllm(opts, opts.port, flags + ["--tensor-parallel-size", str(n)])
-        procs.append(ProcessSpec(name="replica-0", role="replica", argv=argv, env=_cuda(opts.gpus),
-                                 host=opts.host, port=opts.port, gpus=list(opts.gpus)))
+        procs.append(
+            ProcessSpec(
+                name="replica-0",
+                role="replica",
+                argv=argv,
+                env=_cuda(opts.gpus),
+                host=opts.host,
+                port=opts.port,
+                gpus=list(opts.gpus),
+            )
+        )
         endpoints = [f"{procs[0].url}/v1"]
     else:
         procs = _epd(opts, flags, plan)
@@ -192,14 +244,26 @@ def build_layout(opts: ServeOptions, profile: Profile, plan: ServePlan) -> Layou
 
 
 def _router(opts: ServeOptions, replicas: list[ProcessSpec]) -> ProcessSpec:
-    argv = [sys.executable, "-m", "ocrserve.vllm.router", "--host", opts.host, "--port", str(opts.port),
-            "--replicas", ",".join(p.url for p in replicas)]
+    argv = [
+        sys.executable,
+        "-m",
+        "ocrserve.vllm.router",
+        "--host",
+        opts.host,
+        "--port",
+        str(opts.port),
+        "--replicas",
+        ",".join(p.url for p in replicas),
+    ]
     return ProcessSpec(name="router", role="router", argv=argv, host=opts.host, port=opts.port)
 
 
 def _ec_config(opts: ServeOptions, role: str) -> str:
-    cfg = {"ec_connector": opts.ec_connector, "ec_role": role,
-           "ec_connector_extra_config": {"shared_storage_path": opts.ec_storage}}
+    cfg = {
+        "ec_connector": opts.ec_connector,
+        "ec_role": role,
+        "ec_connector_extra_config": {"shared_storage_path": opts.ec_storage},
+    }
     return json.dumps(cfg, separators=(",", ":"))
 
 
@@ -219,16 +283,44 @@ def _epd(opts: ServeOptions, flags: list[str], plan: ServePlan) -> list[ProcessS
     enc_flags += ["--mm-encoder-only", "--ec-transfer-config", _ec_config(opts, "ec_producer")]
     for i, g in enumerate(enc_gpus):
         port = opts.port + 1 + i
-        procs.append(ProcessSpec(name=f"encoder-{i}", role="encoder", argv=_vllm(opts, port, enc_flags),
-                                 env=_cuda([g]), host=opts.host, port=port, gpus=[g]))
+        procs.append(
+            ProcessSpec(
+                name=f"encoder-{i}",
+                role="encoder",
+                argv=_vllm(opts, port, enc_flags),
+                env=_cuda([g]),
+                host=opts.host,
+                port=port,
+                gpus=[g],
+            )
+        )
     dec_flags = flags + ["--ec-transfer-config", _ec_config(opts, "ec_consumer")]
     for i, g in enumerate(dec_gpus):
         port = opts.port + 1 + n_enc + i
-        procs.append(ProcessSpec(name=f"decoder-{i}", role="decoder", argv=_vllm(opts, port, dec_flags),
-                                 env=_cuda([g]), host=opts.host, port=port, gpus=[g]))
-    proxy = [sys.executable, "-m", "ocrserve.vllm.epd_proxy", "--host", opts.host, "--port", str(opts.port),
-             "--encoders", ",".join(p.url for p in procs if p.role == "encoder"),
-             "--decoders", ",".join(p.url for p in procs if p.role == "decoder")]
+        procs.append(
+            ProcessSpec(
+                name=f"decoder-{i}",
+                role="decoder",
+                argv=_vllm(opts, port, dec_flags),
+                env=_cuda([g]),
+                host=opts.host,
+                port=port,
+                gpus=[g],
+            )
+        )
+    proxy = [
+        sys.executable,
+        "-m",
+        "ocrserve.vllm.epd_proxy",
+        "--host",
+        opts.host,
+        "--port",
+        str(opts.port),
+        "--encoders",
+        ",".join(p.url for p in procs if p.role == "encoder"),
+        "--decoders",
+        ",".join(p.url for p in procs if p.role == "decoder"),
+    ]
     procs.append(ProcessSpec(name="proxy", role="proxy", argv=proxy, host=opts.host, port=opts.port))
     return procs
 
@@ -250,7 +342,7 @@ def _drop_flag(args: list[str], flag: str, nvalues: int) -> list[str]:
     out = list(args)
     if flag in out:
         i = out.index(flag)
-        del out[i:i + 1 + nvalues]
+        del out[i : i + 1 + nvalues]
     return out
 
 

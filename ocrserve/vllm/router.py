@@ -55,19 +55,37 @@ import argparse
 import asyncio
 import json
 import logging
-import re
 import time
 from dataclasses import dataclass, field
 
 import httpx
 
+from ocrserve.vllm.router_metrics import merge_metrics
+
 log = logging.getLogger("ocrserve.router")
 
 # hop-by-hop headers, and those httpx / uvicorn set themselves
-_DROP_REQUEST = {b"host", b"connection", b"keep-alive", b"te", b"trailer", b"transfer-encoding", b"upgrade",
-                 b"proxy-authorization", b"proxy-connection", b"content-length"}
-_DROP_RESPONSE = {b"connection", b"keep-alive", b"te", b"trailer", b"transfer-encoding", b"upgrade",
-                  b"proxy-authenticate"}
+_DROP_REQUEST = {
+    b"host",
+    b"connection",
+    b"keep-alive",
+    b"te",
+    b"trailer",
+    b"transfer-encoding",
+    b"upgrade",
+    b"proxy-authorization",
+    b"proxy-connection",
+    b"content-length",
+}
+_DROP_RESPONSE = {
+    b"connection",
+    b"keep-alive",
+    b"te",
+    b"trailer",
+    b"transfer-encoding",
+    b"upgrade",
+    b"proxy-authenticate",
+}
 
 
 @dataclass
@@ -75,9 +93,9 @@ class Replica:
     index: int
     url: str
     healthy: bool = False
-    outstanding: int = 0        # requests through the router not yet answered in full
-    requests: int = 0           # sent to it
-    failures: int = 0           # could not reach it (moved to another replica)
+    outstanding: int = 0  # requests through the router not yet answered in full
+    requests: int = 0  # sent to it
+    failures: int = 0  # could not reach it (moved to another replica)
     reason: str = "not checked yet"
     since: float = field(default_factory=time.time)
 
@@ -85,8 +103,14 @@ class Replica:
 class Router:
     """The ASGI application: least outstanding requests over the replicas, health checks in the background."""
 
-    def __init__(self, urls: list[str], *, health_interval: float = 2.0, health_timeout: float = 5.0,
-                 connect_timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        urls: list[str],
+        *,
+        health_interval: float = 2.0,
+        health_timeout: float = 5.0,
+        connect_timeout: float = 5.0,
+    ) -> None:
         if not urls:
             raise ValueError("the router needs at least one replica URL")
         self.replicas = [Replica(i, u.rstrip("/")) for i, u in enumerate(urls)]
@@ -110,8 +134,13 @@ class Router:
 
     def _mark(self, r: Replica, healthy: bool, reason: str) -> None:
         if healthy != r.healthy:
-            log.warning("replica %d (%s) %s%s", r.index, r.url, "back in rotation" if healthy else "out of rotation",
-                        "" if healthy else f": {reason}")
+            log.warning(
+                "replica %d (%s) %s%s",
+                r.index,
+                r.url,
+                "back in rotation" if healthy else "out of rotation",
+                "" if healthy else f": {reason}",
+            )
             r.since = time.time()
         r.healthy, r.reason = healthy, reason
 
@@ -139,8 +168,10 @@ class Router:
     @property
     def client(self) -> httpx.AsyncClient:
         if self._client is None:
-            self._client = httpx.AsyncClient(timeout=self.timeout, limits=httpx.Limits(
-                max_connections=None, max_keepalive_connections=1024, keepalive_expiry=30.0))
+            self._client = httpx.AsyncClient(
+                timeout=self.timeout,
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=1024, keepalive_expiry=30.0),
+            )
         return self._client
 
     async def startup(self) -> None:
@@ -180,8 +211,11 @@ class Router:
             await self.forward(scope, receive, send)
 
     def status(self) -> dict:
-        return {"replicas": [vars(r) for r in self.replicas], "retries": self.retries,
-                "healthy": sum(r.healthy for r in self.replicas)}
+        return {
+            "replicas": [vars(r) for r in self.replicas],
+            "retries": self.retries,
+            "healthy": sum(r.healthy for r in self.replicas),
+        }
 
     async def forward(self, scope, receive, send) -> None:
         """Proxy one request; a client that disconnects cancels it (closing the upstream request)."""
@@ -209,8 +243,13 @@ class Router:
         while True:
             r = self.pick(tried)
             if r is None:
-                msg = {"error": {"message": "no healthy vLLM replica behind the router", "type": "ServiceUnavailable",
-                                 "code": 503}}
+                msg = {
+                    "error": {
+                        "message": "no healthy vLLM replica behind the router",
+                        "type": "ServiceUnavailable",
+                        "code": 503,
+                    }
+                }
                 await _respond(send, 503, json.dumps(msg).encode(), headers={"retry-after": "1"})
                 return
             tried.add(r.index)
@@ -263,50 +302,36 @@ class Router:
 
     def _own_metrics(self) -> str:
         rows = [
-            ("ocrserve_router_replica_healthy", "gauge", "1 while the replica is in the router's rotation",
-             lambda r: int(r.healthy)),
-            ("ocrserve_router_replica_outstanding", "gauge", "requests sent through the router not yet answered",
-             lambda r: r.outstanding),
-            ("ocrserve_router_requests_total", "counter", "requests the router sent to the replica",
-             lambda r: r.requests),
-            ("ocrserve_router_unreachable_total", "counter", "requests that could not reach the replica and went "
-             "to another", lambda r: r.failures),
+            (
+                "ocrserve_router_replica_healthy",
+                "gauge",
+                "1 while the replica is in the router's rotation",
+                lambda r: int(r.healthy),
+            ),
+            (
+                "ocrserve_router_replica_outstanding",
+                "gauge",
+                "requests sent through the router not yet answered",
+                lambda r: r.outstanding,
+            ),
+            (
+                "ocrserve_router_requests_total",
+                "counter",
+                "requests the router sent to the replica",
+                lambda r: r.requests,
+            ),
+            (
+                "ocrserve_router_unreachable_total",
+                "counter",
+                "requests that could not reach the replica and went to another",
+                lambda r: r.failures,
+            ),
         ]
         out = []
         for name, kind, text, value in rows:
             out += [f"# HELP {name} {text}", f"# TYPE {name} {kind}"]
             out += [f'{name}{{replica="{r.index}",url="{r.url}"}} {value(r)}' for r in self.replicas]
         return "\n".join(out) + "\n"
-
-
-_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{.*\})?(\s.*)$")
-
-
-def merge_metrics(pages: list[tuple[int, str]]) -> str:
-    """Prometheus text pages of several replicas as one: a `replica` label on every sample, each family's
-    HELP and TYPE once and all its samples together (the text format wants a family in one group)."""
-    families: dict[str, tuple[dict[str, str], list[str]]] = {}
-    for index, text in pages:
-        current = None
-        for line in text.splitlines():
-            if line.startswith(("# HELP ", "# TYPE ")):
-                parts = line.split(maxsplit=3)
-                if len(parts) >= 3:
-                    current = parts[2]
-                    families.setdefault(current, ({}, []))[0].setdefault(parts[1], line)
-                continue
-            m = _SAMPLE.match(line)
-            if not m or line.startswith("#"):
-                continue
-            name, labels, rest = m.groups()
-            inner = labels[1:-1].strip().rstrip(",") if labels else ""
-            family = current if current and name.startswith(current) else name
-            sample = f'{name}{{replica="{index}"{"," + inner if inner else ""}}}{rest}'
-            families.setdefault(family, ({}, []))[1].append(sample)
-    out: list[str] = []
-    for meta, samples in families.values():
-        out += [meta[k] for k in ("HELP", "TYPE") if k in meta] + samples
-    return "\n".join(out) + ("\n" if out else "")
 
 
 async def _read_body(receive) -> bytes | None:
@@ -326,8 +351,9 @@ async def _disconnected(receive) -> None:
         pass
 
 
-async def _respond(send, status: int, body: bytes, content_type: str = "application/json",
-                   headers: dict[str, str] | None = None) -> None:
+async def _respond(
+    send, status: int, body: bytes, content_type: str = "application/json", headers: dict[str, str] | None = None
+) -> None:
     hdrs = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]
     hdrs += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
     await send({"type": "http.response.start", "status": status, "headers": hdrs})
@@ -346,11 +372,24 @@ def main(argv: list[str] | None = None) -> None:
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request
-    router = Router([u.strip() for u in a.replicas.split(",") if u.strip()], health_interval=a.health_interval,
-                    health_timeout=a.health_timeout)
+    router = Router(
+        [u.strip() for u in a.replicas.split(",") if u.strip()],
+        health_interval=a.health_interval,
+        health_timeout=a.health_timeout,
+    )
     # the replicas' own Server and Date headers pass through; no limit on connections (the replicas queue)
-    uvicorn.run(router, host=a.host, port=a.port, log_level="warning", access_log=False, lifespan="on",
-                server_header=False, date_header=False, backlog=4096, timeout_keep_alive=75)
+    uvicorn.run(
+        router,
+        host=a.host,
+        port=a.port,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        server_header=False,
+        date_header=False,
+        backlog=4096,
+        timeout_keep_alive=75,
+    )
 
 
 if __name__ == "__main__":

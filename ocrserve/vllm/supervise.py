@@ -25,14 +25,14 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import httpx
 
-from ocrserve.vllm.launch import Layout, ProcessSpec
 from ocrserve.errors import OcrserveError
+from ocrserve.vllm.launch import Layout, ProcessSpec
 
 log = logging.getLogger(__name__)
 
@@ -40,26 +40,54 @@ FRONTS = ("proxy", "router")  # the processes in front of the vLLM servers: star
 
 # (reason, patterns) in order: the first that matches the log tail names the failure
 DIAGNOSES: list[tuple[str, list[str]]] = [
-    ("out of GPU memory", [
-        r"CUDA out of memory", r"OutOfMemoryError", r"CUDA error: out of memory",
-        r"larger than the available KV cache memory", r"No available memory for the cache blocks",
-        r"Insufficient memory", r"not enough memory",
-    ]),
-    ("no usable GPU (CUDA not available)", [
-        r"No CUDA GPUs are available", r"Found no NVIDIA driver", r"CUDA driver initialization failed",
-        r"Failed to infer device type", r"NVIDIA-SMI has failed", r"libcuda\.so.*cannot open",
-        r"CUDA is not available", r"no CUDA-capable device",
-    ]),
-    ("offline: the model is not in the local Hugging Face cache and HF_HUB_OFFLINE forbids downloading", [
-        r"OfflineModeIsEnabled", r"outgoing traffic has been disabled", r"HF_HUB_OFFLINE",
-        r"couldn't connect to 'https://huggingface\.co'", r"LocalEntryNotFoundError",
-        r"Cannot find the requested files in the (disk )?cache",
-    ]),
-    ("model not found (no such local folder or Hugging Face repository)", [
-        r"RepositoryNotFoundError", r"Repository Not Found", r"is not a local folder and is not a valid model identifier",
-        r"Invalid repository ID", r"does not appear to have a file named config\.json", r"404 Client Error",
-        r"No such file or directory: '.*config\.json'",
-    ]),
+    (
+        "out of GPU memory",
+        [
+            r"CUDA out of memory",
+            r"OutOfMemoryError",
+            r"CUDA error: out of memory",
+            r"larger than the available KV cache memory",
+            r"No available memory for the cache blocks",
+            r"Insufficient memory",
+            r"not enough memory",
+        ],
+    ),
+    (
+        "no usable GPU (CUDA not available)",
+        [
+            r"No CUDA GPUs are available",
+            r"Found no NVIDIA driver",
+            r"CUDA driver initialization failed",
+            r"Failed to infer device type",
+            r"NVIDIA-SMI has failed",
+            r"libcuda\.so.*cannot open",
+            r"CUDA is not available",
+            r"no CUDA-capable device",
+        ],
+    ),
+    (
+        "offline: the model is not in the local Hugging Face cache and HF_HUB_OFFLINE forbids downloading",
+        [
+            r"OfflineModeIsEnabled",
+            r"outgoing traffic has been disabled",
+            r"HF_HUB_OFFLINE",
+            r"couldn't connect to 'https://huggingface\.co'",
+            r"LocalEntryNotFoundError",
+            r"Cannot find the requested files in the (disk )?cache",
+        ],
+    ),
+    (
+        "model not found (no such local folder or Hugging Face repository)",
+        [
+            r"RepositoryNotFoundError",
+            r"Repository Not Found",
+            r"is not a local folder and is not a valid model identifier",
+            r"Invalid repository ID",
+            r"does not appear to have a file named config\.json",
+            r"404 Client Error",
+            r"No such file or directory: '.*config\.json'",
+        ],
+    ),
     ("access denied to a gated model (set HF_TOKEN)", [r"gated repo", r"401 Client Error", r"403 Client Error"]),
     ("port in use", [r"Address already in use", r"\[Errno 98\]"]),
     ("vLLM rejected a flag", [r"unrecognized arguments", r"error: argument", r"vllm: error:"]),
@@ -127,10 +155,21 @@ class Child:
 class Supervisor:
     """Owns the children of one `ocrserve serve`."""
 
-    def __init__(self, layout: Layout, log_dir: Path, *, health_timeout: float = 900.0, max_restarts: int = 3,
-                 backoff_s: float = 2.0, max_backoff_s: float = 60.0, grace_s: float = 15.0, poll_s: float = 0.5,
-                 stable_s: float = 120.0, env: dict[str, str] | None = None,
-                 before_spawn: Callable[[ProcessSpec], None] | None = None) -> None:
+    def __init__(
+        self,
+        layout: Layout,
+        log_dir: Path,
+        *,
+        health_timeout: float = 900.0,
+        max_restarts: int = 3,
+        backoff_s: float = 2.0,
+        max_backoff_s: float = 60.0,
+        grace_s: float = 15.0,
+        poll_s: float = 0.5,
+        stable_s: float = 120.0,
+        env: dict[str, str] | None = None,
+        before_spawn: Callable[[ProcessSpec], None] | None = None,
+    ) -> None:
         self.layout = layout
         self.before_spawn = before_spawn  # a check before a process is started (not when one is attached)
         self.log_dir = Path(log_dir)
@@ -154,8 +193,14 @@ class Supervisor:
         try:
             logf.write(f"\n=== ocrserve: starting {child.spec.name}: {child.spec.shell()}\n".encode())
             logf.flush()
-            child.proc = subprocess.Popen(child.spec.argv, env=env, stdout=logf, stderr=subprocess.STDOUT,
-                                          stdin=subprocess.DEVNULL, start_new_session=True)
+            child.proc = subprocess.Popen(
+                child.spec.argv,
+                env=env,
+                stdout=logf,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         except OSError as e:
             raise ServeError(child.spec.name, f"cannot run {child.spec.argv[0]!r}: {e}", child.log_path) from e
         finally:
@@ -172,8 +217,11 @@ class Supervisor:
             log.info("%s: a healthy server already answers at %s; attaching", s.name, s.url)
             return
         if port_taken(s.host, s.port):
-            raise ServeError(s.name, f"port in use: {s.host}:{s.port} answers but is no healthy vLLM server "
-                                     f"(pick another --port or stop what runs there)")
+            raise ServeError(
+                s.name,
+                f"port in use: {s.host}:{s.port} answers but is no healthy vLLM server "
+                f"(pick another --port or stop what runs there)",
+            )
         if self.before_spawn is not None:
             self.before_spawn(s)
         self._spawn(child)
@@ -236,21 +284,23 @@ class Supervisor:
                     continue
                 log.warning("%s not healthy after %.0f s; killing it", c.spec.name, self.health_timeout)
                 self._kill(c)
-                rc = c.proc.poll()
+                rc = c.proc.poll() if c.proc else -9
             if rc is None:
                 continue
             self._kill(c)  # its engine core / workers may outlive it and hold the GPU
             err = self._failure(c, f"exited with code {rc}")
             if c.restarts >= self.max_restarts:
                 c.state = "failed"
-                raise ServeError(c.spec.name, f"died {c.restarts + 1} times in a row, giving up: {err.reason}",
-                                 c.log_path, err.tail)
-            delay = min(self.max_backoff_s, self.backoff_s * (2 ** c.restarts))
+                raise ServeError(
+                    c.spec.name, f"died {c.restarts + 1} times in a row, giving up: {err.reason}", c.log_path, err.tail
+                )
+            delay = min(self.max_backoff_s, self.backoff_s * (2**c.restarts))
             c.restarts += 1
             c.total_restarts += 1
             c.state, c.restart_at = "backoff", now + delay
-            log.warning("%s died (%s); restart %d/%d in %.1f s", c.spec.name, err.reason, c.restarts,
-                        self.max_restarts, delay)
+            log.warning(
+                "%s died (%s); restart %d/%d in %.1f s", c.spec.name, err.reason, c.restarts, self.max_restarts, delay
+            )
 
     def run(self) -> None:
         """Watch until stop_event is set (signal, Ctrl-C) or a replica keeps dying; always stops children."""
@@ -262,9 +312,11 @@ class Supervisor:
 
     def install_signal_handlers(self) -> None:
         """SIGINT/SIGTERM set stop_event (main thread only)."""
-        def _handler(signum, frame):  # noqa: ARG001
+
+        def _handler(signum, frame):
             log.warning("signal %d: stopping", signum)
             self.stop_event.set()
+
         signal.signal(signal.SIGINT, _handler)
         signal.signal(signal.SIGTERM, _handler)
 
@@ -295,13 +347,13 @@ class Supervisor:
     def stop(self) -> None:
         """Stop every spawned child (SIGTERM to its group, SIGKILL after the grace period). Idempotent."""
         with self._lock:
-            live = [c for c in self.children if c.proc is not None and c.state != "stopped"]
-            for c in live:  # SIGTERM all first so they shut down in parallel
+            live = [(c, c.proc) for c in self.children if c.proc is not None and c.state != "stopped"]
+            for _, proc in live:  # SIGTERM all first so they shut down in parallel
                 try:
-                    os.killpg(c.proc.pid, signal.SIGTERM)
+                    os.killpg(proc.pid, signal.SIGTERM)
                 except ProcessLookupError:
                     pass
-            for c in live:
+            for c, _ in live:
                 self._kill(c)
                 c.state = "stopped"
 

@@ -26,8 +26,12 @@ def _spec(tmp_path: Path, data: dict) -> Path:
 
 
 def test_spec_defaults_merge_and_bad_specs_are_named(tmp_path):
-    spec = load_spec(_spec(tmp_path, {"pages": 4, "defaults": {"concurrency": 64},
-                                      "configs": [{"name": "a"}, {"name": "b", "concurrency": 8}]}))
+    spec = load_spec(
+        _spec(
+            tmp_path,
+            {"pages": 4, "defaults": {"concurrency": 64}, "configs": [{"name": "a"}, {"name": "b", "concurrency": 8}]},
+        )
+    )
     assert [c.concurrency for c in spec.configs] == [64, 8]
     with pytest.raises(ValueError, match="names repeat"):
         load_spec(_spec(tmp_path, {"configs": [{"name": "a"}, {"name": "a"}]}))
@@ -43,39 +47,67 @@ def test_serve_argv_passes_vllm_flags_after_the_separator():
     cfg = SweepConfig(name="x", max_num_batched_tokens=32768, vllm_args=["--renderer-num-workers", "8"])
     argv = serve_argv(cfg, "chandra-1", 8100, dry_run=True, extra_vllm=["--gpu-memory-utilization", "0.45"])
     i = argv.index("--")
-    assert argv[i + 1:] == ["--renderer-num-workers", "8", "--gpu-memory-utilization", "0.45"]
+    assert argv[i + 1 :] == ["--renderer-num-workers", "8", "--gpu-memory-utilization", "0.45"]
     assert argv[argv.index("--max-num-batched-tokens") + 1] == "32768" and "--dry-run" in argv[:i]
     assert "--mm-cache-gb" in argv and "--no-prefix-caching" in argv and "--load-format" in argv
 
 
 def test_scaling_configs_cover_replicas_and_the_encoder_decoder_split():
     names = [(c.name, c.gpus, c.parallel) for c in scaling_configs(4)]
-    assert names == [("dp-1", "0", "dp"), ("dp-2", "0,1", "dp"), ("dp-4", "0,1,2,3", "dp"), ("epd-1e3d", "0,1,2,3", "epd")]
+    assert names == [
+        ("dp-1", "0", "dp"),
+        ("dp-2", "0,1", "dp"),
+        ("dp-4", "0,1,2,3", "dp"),
+        ("epd-1e3d", "0,1,2,3", "epd"),
+    ]
     epd = scaling_configs(4)[-1]
     assert epd.epd_encoders == 1 and epd.client_concurrency == 128 * 3
     assert [c.name for c in scaling_configs(1)] == ["dp-1"]
 
 
 def test_metrics_delta_gives_stage_means_and_counters():
-    before = parse_metrics('vllm:request_prefill_time_seconds_sum{model_name="c"} 2.0\n'
-                           'vllm:request_prefill_time_seconds_count{model_name="c"} 4\n'
-                           'vllm:num_preemptions_total{engine="0"} 1\n')
-    after = parse_metrics('vllm:request_prefill_time_seconds_sum{model_name="c"} 12.0\n'
-                          'vllm:request_prefill_time_seconds_count{model_name="c"} 9\n'
-                          'vllm:num_preemptions_total{engine="0"} 3\n# HELP x\n')
+    before = parse_metrics(
+        'vllm:request_prefill_time_seconds_sum{model_name="c"} 2.0\n'
+        'vllm:request_prefill_time_seconds_count{model_name="c"} 4\n'
+        'vllm:num_preemptions_total{engine="0"} 1\n'
+    )
+    after = parse_metrics(
+        'vllm:request_prefill_time_seconds_sum{model_name="c"} 12.0\n'
+        'vllm:request_prefill_time_seconds_count{model_name="c"} 9\n'
+        'vllm:num_preemptions_total{engine="0"} 3\n# HELP x\n'
+    )
     d = metrics_delta(before, after)
     assert d["prefill_s"] == 2.0 and d["preemptions"] == 2 and d["decode_s"] is None
 
 
 def _run(args: list[str], **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ocrserve", "bench", "sweep", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "ocrserve", "bench", "sweep", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        **kw,
+    )
 
 
 def test_dry_run_plans_scaling_on_four_gpus(tmp_path):
     out = tmp_path / "out"
-    p = _run(["--scaling", "4", "--dry-run", "--gpu-memory-gib", "140", "--model", "chandra-1", "--out", str(out),
-              "--name", "scale"])
+    p = _run(
+        [
+            "--scaling",
+            "4",
+            "--dry-run",
+            "--gpu-memory-gib",
+            "140",
+            "--model",
+            "chandra-1",
+            "--out",
+            str(out),
+            "--name",
+            "scale",
+        ]
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     rep = json.loads((out / "scale.json").read_text())
     plans = {k: v["plan"] for k, v in rep["results"].items()}
@@ -112,14 +144,19 @@ def test_sweep_is_an_ocrserve_bench_subcommand(tmp_path):
     p = _run(["--scaling", "1", "--dry-run", "--gpu-memory-gib", "140", "--model", "chandra-1", "--out", str(out)])
     assert p.returncode == 0, p.stderr[-2000:]
     rep = json.loads((out / "sweep.json").read_text())
-    assert rep["command"] == f"ocrserve bench sweep --scaling 1 --dry-run --gpu-memory-gib 140 --model chandra-1 --out {out}"
+    assert (
+        rep["command"]
+        == f"ocrserve bench sweep --scaling 1 --dry-run --gpu-memory-gib 140 --model chandra-1 --out {out}"
+    )
     assert "[dp-1] " in p.stdout and f"written: {out / 'sweep.json'}" in p.stdout
 
 
 def test_parse_plan_reads_what_serve_prints():
-    text = ("memory plan (lean, fp8) on a 140.4 GiB GPU:\n  total                57.7 GiB  = 41% of the GPU\n"
-            "commands:\n  [replica-0] CUDA_VISIBLE_DEVICES=0 vllm serve m --port 8100\n"
-            "endpoints: http://127.0.0.1:8100/v1 http://127.0.0.1:8101/v1\n")
+    text = (
+        "memory plan (lean, fp8) on a 140.4 GiB GPU:\n  total                57.7 GiB  = 41% of the GPU\n"
+        "commands:\n  [replica-0] CUDA_VISIBLE_DEVICES=0 vllm serve m --port 8100\n"
+        "endpoints: http://127.0.0.1:8100/v1 http://127.0.0.1:8101/v1\n"
+    )
     p = parse_plan(text)
     assert p["planned_gib"] == 57.7 and p["gpu_gib"] == 140.4
     assert p["commands"] == ["CUDA_VISIBLE_DEVICES=0 vllm serve m --port 8100"] and len(p["endpoints"]) == 2
@@ -127,13 +164,43 @@ def test_parse_plan_reads_what_serve_prints():
 
 def test_sweep_runs_each_config_through_ocrserve_serve(tmp_path):
     """Two configurations, servers started by `ocrserve serve` with a stand-in vLLM, one load each, one table."""
-    spec = _spec(tmp_path, {"pages": 6, "max_tokens": 16, "prefill_pages": 3, "defaults": {"concurrency": 3},
-                            "configs": [{"name": "base", "prefill_probe": True, "serve_args": ["--renderer-workers", "0"]},
-                                        {"name": "renderer", "pages": 4, "vllm_args": ["--renderer-num-workers", "8"]},
-                                        {"name": "broken", "profile": "no-such-profile"}]})
+    spec = _spec(
+        tmp_path,
+        {
+            "pages": 6,
+            "max_tokens": 16,
+            "prefill_pages": 3,
+            "defaults": {"concurrency": 3},
+            "configs": [
+                {"name": "base", "prefill_probe": True, "serve_args": ["--renderer-workers", "0"]},
+                {"name": "renderer", "pages": 4, "vllm_args": ["--renderer-num-workers", "8"]},
+                {"name": "broken", "profile": "no-such-profile"},
+            ],
+        },
+    )
     out = tmp_path / "out"
-    p = _run(["--spec", str(spec), "--model", "chandra-1", "--gpu-memory-gib", "140", "--vllm-bin", STANDIN_VLLM,
-              "--out", str(out), "--work", str(tmp_path / "work"), "--port", "18431", "--startup-timeout", "60", "--overlap", "2"])
+    p = _run(
+        [
+            "--spec",
+            str(spec),
+            "--model",
+            "chandra-1",
+            "--gpu-memory-gib",
+            "140",
+            "--vllm-bin",
+            STANDIN_VLLM,
+            "--out",
+            str(out),
+            "--work",
+            str(tmp_path / "work"),
+            "--port",
+            "18431",
+            "--startup-timeout",
+            "60",
+            "--overlap",
+            "2",
+        ]
+    )
     rep = json.loads((out / "sweep.json").read_text())
     res = rep["results"]
     assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-2000:]  # the broken config fails the run, not the sweep
@@ -163,17 +230,54 @@ def test_a_config_can_run_the_bench_modes_side_by_side(tmp_path):
     """`bench_modes`: pipeline, plain, ceiling and the client CPU split against the config's server (no
     pre-encoded load), the ratios in the JSON and a bench table in the Markdown."""
     # the stand-in vLLM serves "chandra" and answers as Chandra 1: the bench checks the profile against it
-    spec = _spec(tmp_path, {"pages": 2, "max_tokens": 16, "defaults": {"concurrency": 4, "profile": "chandra-1"},
-                            "configs": [{"name": "bench", "load": False, "bench_pages": 4, "stage_pages": 2, "plain_pages": 2,
-                                         "bench_modes": ["pipeline", "plain", "ceiling", "stages"]}]})
+    spec = _spec(
+        tmp_path,
+        {
+            "pages": 2,
+            "max_tokens": 16,
+            "defaults": {"concurrency": 4, "profile": "chandra-1"},
+            "configs": [
+                {
+                    "name": "bench",
+                    "load": False,
+                    "bench_pages": 4,
+                    "stage_pages": 2,
+                    "plain_pages": 2,
+                    "bench_modes": ["pipeline", "plain", "ceiling", "stages"],
+                }
+            ],
+        },
+    )
     out = tmp_path / "out"
-    p = _run(["--spec", str(spec), "--model", "chandra-1", "--gpu-memory-gib", "140", "--vllm-bin", STANDIN_VLLM,
-              "--out", str(out), "--work", str(tmp_path / "work"), "--port", "18461", "--startup-timeout", "60"])
+    p = _run(
+        [
+            "--spec",
+            str(spec),
+            "--model",
+            "chandra-1",
+            "--gpu-memory-gib",
+            "140",
+            "--vllm-bin",
+            STANDIN_VLLM,
+            "--out",
+            str(out),
+            "--work",
+            str(tmp_path / "work"),
+            "--port",
+            "18461",
+            "--startup-timeout",
+            "60",
+        ]
+    )
     r = json.loads((out / "sweep.json").read_text())["results"]["bench"]
     assert p.returncode == 0 and r["ok"], (r.get("error"), p.stderr[-2000:])
     assert "load" not in r
     b = r["bench"]
-    assert {m: b["modes"][m]["pages"] for m in ("pipeline", "plain", "ceiling")} == {"pipeline": 4, "plain": 2, "ceiling": 4}
+    assert {m: b["modes"][m]["pages"] for m in ("pipeline", "plain", "ceiling")} == {
+        "pipeline": 4,
+        "plain": 2,
+        "ceiling": 4,
+    }
     assert "first 2 pages" in b["modes"]["plain"]["notes"]
     assert b["ratios"]["pipeline_vs_ceiling"] > 0 and b["ratios"]["pipeline_vs_plain"] > 0
     assert b["client_cpu_stages"]["pages"] == 2 and b["client_cpu_stages"]["total_mean_ms"] > 0
@@ -209,9 +313,15 @@ def _borrowed_tokenizer(folder: Path) -> None:
 def _shape_folder(folder: Path, special: dict[int, str], **flags: dict) -> None:
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({"model_type": "qwen3_5"}))
-    (folder / "tokenizer_config.json").write_text(json.dumps(
-        {"added_tokens_decoder": {str(i): {"content": c, "special": True, **flags.get(c.strip("<|>"), {})}
-                                  for i, c in special.items()}}))
+    (folder / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "added_tokens_decoder": {
+                    str(i): {"content": c, "special": True, **flags.get(c.strip("<|>"), {})} for i, c in special.items()
+                }
+            }
+        )
+    )
 
 
 def test_a_borrowed_tokenizer_produces_the_model_folders_own_special_ids(tmp_path):
@@ -219,12 +329,20 @@ def test_a_borrowed_tokenizer_produces_the_model_folders_own_special_ids(tmp_pat
 
     _borrowed_tokenizer(tmp_path / "qwen2")
     assert Tokenizer.from_file(str(tmp_path / "qwen2/tokenizer.json")).token_to_id("<|image_pad|>") == 6
-    _shape_folder(tmp_path / "shape", {100: "<|endoftext|>", 101: "<|im_end|>", 102: "<|image_pad|>", 103: "<|new|>"},
-                  im_end={"special": False})
+    _shape_folder(
+        tmp_path / "shape",
+        {100: "<|endoftext|>", 101: "<|im_end|>", 102: "<|image_pad|>", 103: "<|new|>"},
+        im_end={"special": False},
+    )
     cfg = SweepConfig(name="c2", model=str(tmp_path / "shape"), tokenizer_from=str(tmp_path / "qwen2"))
     dest = Path(resolve_model(cfg, None, tmp_path / "work"))
     tok = Tokenizer.from_file(str(dest / "tokenizer.json"))
-    assert [tok.token_to_id(t) for t in ("<|endoftext|>", "<|im_end|>", "<|image_pad|>", "<|new|>")] == [100, 101, 102, 103]
+    assert [tok.token_to_id(t) for t in ("<|endoftext|>", "<|im_end|>", "<|image_pad|>", "<|new|>")] == [
+        100,
+        101,
+        102,
+        103,
+    ]
     assert tok.token_to_id("<think>") == 104  # one the folder does not name follows
     assert tok.encode("ab b <|image_pad|><|im_end|>").ids == [3, 2, 102, 101]  # the vocabulary's ids stay
     assert tok.get_vocab_size() == 105
@@ -243,18 +361,30 @@ def test_a_borrowed_tokenizer_that_has_the_ids_already_is_left_alone(tmp_path):
 
     _borrowed_tokenizer(tmp_path / "qwen2")
     before = (tmp_path / "qwen2/tokenizer.json").read_text()
-    (tmp_path / "qwen2/tokenizer_config.json").write_text(json.dumps(
-        {"added_tokens_decoder": {"0": {"content": "[UNK]"}, "4": {"content": "<|endoftext|>"}, "6": {"content": "<|image_pad|>"}}}))
+    (tmp_path / "qwen2/tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "added_tokens_decoder": {
+                    "0": {"content": "[UNK]"},
+                    "4": {"content": "<|endoftext|>"},
+                    "6": {"content": "<|image_pad|>"},
+                }
+            }
+        )
+    )
     assert renumber_added_tokens(tmp_path / "qwen2") == 0
     assert (tmp_path / "qwen2/tokenizer.json").read_text() == before
 
 
-@pytest.mark.parametrize("special, error", [
-    ({1: "<|endoftext|>", 2: "<|im_end|>"}, "inside the borrowed vocabulary"),
-    ({100: "<|endoftext|>", 102: "<|im_end|>"}, "one contiguous run"),
-    ({100: "<|endoftext|>", 101: "ab"}, "words of the borrowed vocabulary"),
-    ({100: "<|endoftext|>", 101: "<|endoftext|>"}, "named twice"),
-])
+@pytest.mark.parametrize(
+    "special, error",
+    [
+        ({1: "<|endoftext|>", 2: "<|im_end|>"}, "inside the borrowed vocabulary"),
+        ({100: "<|endoftext|>", 102: "<|im_end|>"}, "one contiguous run"),
+        ({100: "<|endoftext|>", 101: "ab"}, "words of the borrowed vocabulary"),
+        ({100: "<|endoftext|>", 101: "<|endoftext|>"}, "named twice"),
+    ],
+)
 def test_special_ids_a_borrowed_tokenizer_cannot_take_are_named(tmp_path, special, error):
     _borrowed_tokenizer(tmp_path / "qwen2")
     _shape_folder(tmp_path / "shape", special)

@@ -28,8 +28,16 @@ def png(i: int) -> bytes:
 
 def body(image: bytes, **extra) -> dict:
     url = "data:image/png;base64," + base64.b64encode(image).decode()
-    return {"model": "chandra", "messages": [{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "read"}]}], **extra}
+    return {
+        "model": "chandra",
+        "messages": [
+            {
+                "role": "user",
+                "content": [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": "read"}],
+            }
+        ],
+        **extra,
+    }
 
 
 def wait_until(cond, timeout: float = 20.0) -> bool:
@@ -50,9 +58,22 @@ class RouterProcess:
         self.url = self.root + "/v1"
         self.log = log
         with open(log, "ab") as f:
-            self.proc = subprocess.Popen([sys.executable, "-m", "ocrserve.vllm.router", "--port", str(self.port),
-                                          "--replicas", ",".join(r.root for r in replicas), "--health-interval", "0.2"],
-                                         cwd=ROOT, stdout=f, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "ocrserve.vllm.router",
+                    "--port",
+                    str(self.port),
+                    "--replicas",
+                    ",".join(r.root for r in replicas),
+                    "--health-interval",
+                    "0.2",
+                ],
+                cwd=ROOT,
+                stdout=f,
+                stderr=subprocess.STDOUT,
+            )
         assert wait_until(lambda: self.health() == 200), self.log.read_text()
 
     def health(self) -> int | None:

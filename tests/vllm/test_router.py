@@ -14,7 +14,8 @@ import time
 import httpx
 import pytest
 
-from ocrserve.vllm.router import Router, merge_metrics
+from ocrserve.vllm.router import Router
+from ocrserve.vllm.router_metrics import merge_metrics
 from tests.fakes.standin import StandIn, expected_output, start_standin
 from tests.support.helpers import text_pdf
 from tests.support.replicas import ROOT, RouterProcess, body, concurrently, png, wait_until
@@ -79,8 +80,9 @@ def test_streaming_passes_through_event_by_event(cluster):
 def test_a_killed_replica_is_routed_around_and_back_after_its_restart(cluster):
     (a, b), router = cluster(2, delay_s=1.0)
     results: list = []
-    sender = threading.Thread(target=lambda: results.extend(
-        concurrently(lambda i: router.post(body(png(200 + i))), list(range(10)))))
+    sender = threading.Thread(
+        target=lambda: results.extend(concurrently(lambda i: router.post(body(png(200 + i))), list(range(10))))
+    )
     sender.start()
     assert wait_until(lambda: a.stats()["in_flight"] >= 3, 20)
     a.proc.kill()  # mid-answer: nothing had come back, so its requests go to b
@@ -147,16 +149,28 @@ def test_metrics_are_every_replicas_labelled(cluster):
 
 
 def test_merge_metrics_groups_each_family():
-    page = ('# HELP h a histogram\n# TYPE h histogram\nh_bucket{le="1.0"} 2.0\nh_bucket{le="+Inf"} 3.0\n'
-            "h_sum 4.5\nh_count 3.0\n# HELP c a counter\n# TYPE c counter\nc_total 7.0\nuntyped 1\n")
+    page = (
+        '# HELP h a histogram\n# TYPE h histogram\nh_bucket{le="1.0"} 2.0\nh_bucket{le="+Inf"} 3.0\n'
+        "h_sum 4.5\nh_count 3.0\n# HELP c a counter\n# TYPE c counter\nc_total 7.0\nuntyped 1\n"
+    )
     merged = merge_metrics([(0, page), (1, page)]).splitlines()
     assert merged[:2] == ["# HELP h a histogram", "# TYPE h histogram"]
-    assert merged[2:10] == ['h_bucket{replica="0",le="1.0"} 2.0', 'h_bucket{replica="0",le="+Inf"} 3.0',
-                            'h_sum{replica="0"} 4.5', 'h_count{replica="0"} 3.0',
-                            'h_bucket{replica="1",le="1.0"} 2.0', 'h_bucket{replica="1",le="+Inf"} 3.0',
-                            'h_sum{replica="1"} 4.5', 'h_count{replica="1"} 3.0']
-    assert merged[12:] == ['c_total{replica="0"} 7.0', 'c_total{replica="1"} 7.0',
-                           'untyped{replica="0"} 1', 'untyped{replica="1"} 1']
+    assert merged[2:10] == [
+        'h_bucket{replica="0",le="1.0"} 2.0',
+        'h_bucket{replica="0",le="+Inf"} 3.0',
+        'h_sum{replica="0"} 4.5',
+        'h_count{replica="0"} 3.0',
+        'h_bucket{replica="1",le="1.0"} 2.0',
+        'h_bucket{replica="1",le="+Inf"} 3.0',
+        'h_sum{replica="1"} 4.5',
+        'h_count{replica="1"} 3.0',
+    ]
+    assert merged[12:] == [
+        'c_total{replica="0"} 7.0',
+        'c_total{replica="1"} 7.0',
+        'untyped{replica="0"} 1',
+        'untyped{replica="1"} 1',
+    ]
     assert merge_metrics([]) == ""
 
 
@@ -189,9 +203,27 @@ def test_convert_through_the_router_loses_no_page_when_a_replica_dies(cluster, t
     (a, b), router = cluster(2, delay_s=0.5)
     pdf = text_pdf(tmp_path / "doc.pdf", pages=12)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    conv = subprocess.Popen([sys.executable, "-m", "ocrserve", "convert", str(pdf), "-o", str(tmp_path / "out"),
-                             "--server", router.url, "-c", "4", "-q"], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    conv = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ocrserve",
+            "convert",
+            str(pdf),
+            "-o",
+            str(tmp_path / "out"),
+            "--server",
+            router.url,
+            "-c",
+            "4",
+            "-q",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     assert wait_until(lambda: a.stats()["in_flight"] >= 1 and b.stats()["total_requests"] >= 1, 60)
     a_done = a.stats()["completed"]
     a.proc.kill()

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from ocrserve.profiles import load_profile
-from ocrserve.vllm.launch import ServeOptions, build_layout
 from ocrserve.vllm.gpus import parse_nvidia_smi
+from ocrserve.vllm.launch import ServeOptions, build_layout
 from ocrserve.vllm.plan import GIB, ModelShape, page_budget, plan_replica
 
 H200 = 139.8
@@ -88,9 +88,17 @@ def test_plan_too_big_for_gpu_is_clear_error():
 
 
 def test_shape_from_model_folder(tmp_path: Path):
-    cfg = {"model_type": "qwen3_vl", "tie_word_embeddings": True,
-           "text_config": {"num_hidden_layers": 12, "hidden_size": 1024, "num_attention_heads": 16,
-                           "num_key_value_heads": 2, "vocab_size": 1000}}
+    cfg = {
+        "model_type": "qwen3_vl",
+        "tie_word_embeddings": True,
+        "text_config": {
+            "num_hidden_layers": 12,
+            "hidden_size": 1024,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 2,
+            "vocab_size": 1000,
+        },
+    }
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     s = S1.with_model_config(tmp_path)
     assert (s.decoder_layers, s.hidden_size, s.num_kv_heads, s.head_dim, s.vocab_size) == (12, 1024, 2, 64, 1000)
@@ -100,7 +108,9 @@ def test_shape_from_model_folder(tmp_path: Path):
 
 def test_hybrid_model_counts_only_attention_layers(tmp_path: Path):
     types = ["linear_attention"] * 3 + ["full_attention"]
-    (tmp_path / "config.json").write_text(json.dumps({"text_config": {"num_hidden_layers": 8, "layer_types": types * 2}}))
+    (tmp_path / "config.json").write_text(
+        json.dumps({"text_config": {"num_hidden_layers": 8, "layer_types": types * 2}})
+    )
     s = ModelShape.from_profile(C2).with_model_config(tmp_path)
     assert s.kv_layers == 2
 
@@ -232,8 +242,20 @@ def test_duplicate_gpu_rejected():
 def test_epd_encoder_request_keeps_only_the_image():
     from ocrserve.vllm.epd_proxy import encoder_request
 
-    body = {"model": "chandra", "max_tokens": 12384, "stream": True, "messages": [{"role": "user", "content": [
-        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}, {"type": "text", "text": "OCR"}]}]}
+    body = {
+        "model": "chandra",
+        "max_tokens": 12384,
+        "stream": True,
+        "messages": [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+                    {"type": "text", "text": "OCR"},
+                ],
+            }
+        ],
+    }
     enc = encoder_request(body)
     assert enc["max_tokens"] == 1 and enc["stream"] is False
     assert enc["messages"][0]["content"] == [body["messages"][0]["content"][0]]

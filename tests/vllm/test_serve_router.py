@@ -52,8 +52,22 @@ def stats(port: int) -> dict | None:
 def test_serve_on_two_gpus_is_one_url_that_survives_a_replica(tmp_path: Path):
     port = free_ports(3)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OCRSERVE_VLLM_BIN": f"{sys.executable} -m tests.fakes.standin_vllm"}
-    cmd = [sys.executable, "-m", "ocrserve.cli", "serve", "--model", "chandra-1", "--gpu-memory-gib", "139.8",
-           "--gpus", "0,1", "--port", str(port), "--log-dir", str(tmp_path / "logs")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ocrserve.cli",
+        "serve",
+        "--model",
+        "chandra-1",
+        "--gpu-memory-gib",
+        "139.8",
+        "--gpus",
+        "0,1",
+        "--port",
+        str(port),
+        "--log-dir",
+        str(tmp_path / "logs"),
+    ]
     p = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}/v1"
     try:
@@ -67,8 +81,9 @@ def test_serve_on_two_gpus_is_one_url_that_survives_a_replica(tmp_path: Path):
         assert "[router]" in out and f"--port {port + 1}" in out and f"--port {port + 2}" in out
 
         # pages spread over both replicas through the one URL
-        answers = concurrently(lambda i: httpx.post(url + "/chat/completions", json=body(png(i)), timeout=60),
-                               list(range(8)))
+        answers = concurrently(
+            lambda i: httpx.post(url + "/chat/completions", json=body(png(i)), timeout=60), list(range(8))
+        )
         assert all(a.status_code == 200 for a in answers), answers
         assert [stats(port + 1 + i)["total_requests"] for i in (0, 1)] == [4, 4]
 
@@ -109,13 +124,36 @@ def _answers(port: int) -> bool:
 
 def test_dry_run_on_four_gpus_prints_one_endpoint(tmp_path: Path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    r = subprocess.run([sys.executable, "-m", "ocrserve.cli", "serve", "--dry-run", "--gpus", "0,1,2,3",
-                        "--gpu-memory-gib", "139.8"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "ocrserve.cli", "serve", "--dry-run", "--gpus", "0,1,2,3", "--gpu-memory-gib", "139.8"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert "endpoints: http://127.0.0.1:8000/v1\n" in r.stdout
     assert "[router]" in r.stdout and "--replicas http://127.0.0.1:8001,http://127.0.0.1:8002," in r.stdout
     assert [f"--port {8001 + i} " in r.stdout for i in range(4)] == [True] * 4
-    r = subprocess.run([sys.executable, "-m", "ocrserve.cli", "serve", "--dry-run", "--gpus", "0,1", "--no-router",
-                        "--gpu-memory-gib", "139.8"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ocrserve.cli",
+            "serve",
+            "--dry-run",
+            "--gpus",
+            "0,1",
+            "--no-router",
+            "--gpu-memory-gib",
+            "139.8",
+        ],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0 and "[router]" not in r.stdout
     assert "endpoints: http://127.0.0.1:8000/v1 http://127.0.0.1:8001/v1\n" in r.stdout
