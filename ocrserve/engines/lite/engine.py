@@ -182,9 +182,9 @@ def page_raw(task: dict) -> dict:
     else:
         image: Image.Image = task["image"]
         lines, rotation = upright_ocr(image, ocr_lines)
-        width, height = (
-            (float(image.height), float(image.width)) if rotation else (float(image.width), float(image.height))
-        )
+        width, height = float(image.width), float(image.height)
+        if rotation in (90, 270):  # (a half turn keeps the size)
+            width, height = height, width
         figures, ocr = [], True
         info.update(verdict="ocr_page", reason="image")
     blocks = build_blocks(lines, width, height, figures=figures, ocr=ocr, running=running)

@@ -1,10 +1,14 @@
-"""Geometry helpers for RapidOCR's boxes: the page's skew and a font-size proxy per line."""
+"""Geometry helpers for RapidOCR's boxes: the page's skew, a font-size proxy per line, the turn that
+makes a scan upright (a quarter by the boxes' shape, a half by the text direction classifier)."""
 
 from __future__ import annotations
 
+import logging
 import math
 
 from ocrserve.ingest.pdf.textlayer import Line
+
+log = logging.getLogger(__name__)
 
 
 def deskew_angle(quads: list[list[list[float]]]) -> float:
@@ -42,21 +46,65 @@ def sideways(lines: list[Line]) -> bool:
     return len(words) >= 3 and tall >= 0.6 * len(words)
 
 
-def upright_ocr(image, ocr) -> tuple[list[Line], int]:
+def _reading(lines: list[Line]) -> float:
+    return sum(l.score * len(l.text) for l in lines)
+
+
+def upright_ocr(image, ocr, classify=None) -> tuple[list[Line], int]:
     """OCR an image; when its text stands sideways, OCR it again turned a quarter each way and keep
-    the better reading. Returns the lines (in the turned image's pixels) and the turn: 0, or 90 / 270
-    (the text ran downwards / upwards: the image was turned counter-clockwise / clockwise)."""
+    the better reading; when its lines read upside down (`upside_down`), OCR it turned by a half and
+    keep that if it reads better. Returns the lines (in the turned image's pixels) and the turn: 0,
+    90 / 270 (the text ran downwards / upwards: the image was turned counter-clockwise / clockwise)
+    or 180. `classify`: crops -> [(label, score)], RapidOCR's text direction classifier by default."""
     lines = ocr(image)
     if not sideways(lines):
+        if lines and upside_down(image, lines, classify):
+            found = ocr(image.rotate(180))
+            if _reading(found) > _reading(lines):
+                return found, 180
         return lines, 0
     best, best_turn = lines, 0
-    best_score = sum(l.score * len(l.text) for l in lines if not (l.h > 1.5 * l.w))
+    best_score = _reading([l for l in lines if not (l.h > 1.5 * l.w)])
     for turn in (90, 270):
         found = ocr(image.rotate(turn, expand=True))
-        score = sum(l.score * len(l.text) for l in found)
+        score = _reading(found)
         if score > best_score:
             best, best_turn, best_score = found, turn, score
     return best, best_turn
+
+
+def _rapidocr_classify(crops: list) -> list[tuple[str, float]]:
+    """RapidOCR's text line direction classifier (0 or 180 degrees; its model ships in the wheel)."""
+    from ocrserve.engines.lite.engine import _ocr_engine
+
+    return list(_ocr_engine()._load_cls_model()(crops).cls_res)
+
+
+def upside_down(image, lines: list[Line], classify=None, sample: int = 16) -> bool:
+    """Most of the page's widest text lines (up to `sample`) read upside down to the text direction
+    classifier: a page scanned upside down (a few milliseconds a page)."""
+    import numpy as np
+
+    words = sorted((l for l in lines if l.w >= 2 * l.h and len(l.text) >= 3), key=lambda l: -l.w)[:sample]
+    if not words:
+        return False
+    a = np.asarray(image if image.mode == "RGB" else image.convert("RGB"))
+    crops = []
+    for l in words:
+        pad = 0.15 * l.h
+        y0, y1 = max(int(l.y0 - pad), 0), min(int(math.ceil(l.y1 + pad)), a.shape[0])
+        x0, x1 = max(int(l.x0 - pad), 0), min(int(math.ceil(l.x1 + pad)), a.shape[1])
+        if y1 - y0 >= 4 and x1 - x0 >= 4:
+            crops.append(a[y0:y1, x0:x1])
+    if not crops:
+        return False
+    try:
+        votes = (classify or _rapidocr_classify)(crops)
+    except Exception as exc:  # noqa: BLE001 - no classifier (another rapidocr): the page is read as it is
+        log.debug("text direction classifier unavailable: %s", exc)
+        return False
+    down = sum(1 for label, score in votes if "180" in str(label) and float(score) >= 0.7)
+    return down >= 0.6 * len(crops)
 
 
 _BULLET_MARK = "\u2022"
