@@ -21,6 +21,7 @@ from ocrserve import Document, Source, load_profile, parse_output, render_markdo
 from ocrserve.engines.base import PageInput
 from ocrserve.engines.lite.engine import lite_raw_for
 from ocrserve.ingest.pdf.bidi import line_text, logical_units
+from tests.ingest.test_office import SOFFICE
 
 FONT = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
 PROFILE = load_profile("chandra-1")
@@ -186,7 +187,7 @@ def test_visual_order_lines_are_turned_to_logical_order():
 
     class C:
         def __init__(self, text: str, x0: float):
-            self.text, self.x0 = text, x0
+            self.text, self.x0, self.x1 = text, x0, x0 + 8.0
 
     def visual_chars(logical: str) -> list[C]:
         vis = " ".join(_visual_words(logical.split()))
@@ -217,3 +218,41 @@ def test_rtl_fragments_and_paragraph_ends():
     html = [bl.html for bl in build_blocks(lines, 600, 800)]
     assert html[0] == f"<p>{a} {b} وتنتهي هنا.</p>", html
     assert len(html) == 2 and html[1].startswith("<p>الفقرة الثانية"), html
+
+
+def test_glyph_of_two_letters_in_pdfium_order():
+    """pdfium's reordering hands the letters of one RTL glyph (lam-alef mapped to lam and alef) over reversed."""
+
+    class C:
+        def __init__(self, text: str, x0: float, x1: float):
+            self.text, self.x0, self.x1 = text, x0, x1
+
+    # "لا سيما" as pdfium gives it: alef before lam, both with the ligature's box, then leftwards
+    chars = [C("\u0627", 100, 108), C("\u0644", 100, 108), C(" ", 96, 100)]
+    chars += [C(ch, 90 - 6 * i, 96 - 6 * i) for i, ch in enumerate("\u0633\u064a\u0645\u0627")]
+    assert line_text(chars) == "\u0644\u0627 \u0633\u064a\u0645\u0627"
+
+
+@pytest.mark.slow
+def test_rtl_docx_through_libreoffice(tmp_path):
+    """A right-to-left Word document as LibreOffice writes its PDF (HarfBuzz shaping, a glyph's letters in
+    ToUnicode): its text in logical order."""
+    import subprocess
+
+    from docx import Document as Docx
+    from docx.oxml import OxmlElement
+
+    assert SOFFICE, "LibreOffice is not installed: apt-get install -y libreoffice-writer"
+    d = Docx()
+    for text in [*PARAS, HEBREW]:
+        p = d.add_paragraph()
+        p._p.get_or_add_pPr().append(OxmlElement("w:bidi"))
+        run = p.add_run(text)
+        run.font.name = "DejaVu Sans"
+        run._r.get_or_add_rPr().append(OxmlElement("w:rtl"))
+    d.save(str(tmp_path / "rtl.docx"))
+    cmd = [SOFFICE, f"-env:UserInstallation=file://{tmp_path}/lo", "--headless", "--convert-to", "pdf"]
+    subprocess.run([*cmd, "--outdir", str(tmp_path), str(tmp_path / "rtl.docx")], check=True, timeout=180)
+    md = _markdown(tmp_path / "rtl.pdf")
+    assert word_f1(md, "\n".join([*PARAS, HEBREW])) >= 0.95, md
+    assert "\u0644\u0627 \u0633\u064a\u0645\u0627" in md  # lam-alef as one glyph: "la siyyama"

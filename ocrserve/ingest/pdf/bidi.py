@@ -7,7 +7,9 @@ builder (ocrserve.ingest.pdf.chars) follows them either way. Where a line's righ
 characters still come in visual order (they step rightwards: a text layer without pdfium's
 reordering), `logical_units` turns the line around with a small UAX #9 reorder of one line (the
 paragraph direction from the line's strong characters, W7-style numbers after Latin text, N1
-neutrals, L2 run reversal), combining marks kept after their base and ligature glyphs whole.
+neutrals, L2 run reversal), combining marks kept after their base and ligature glyphs whole. The
+letters of one glyph (a lam-alef ligature that the font's ToUnicode maps to lam and alef: pdfium hands
+them over reversed) are put in the order of Unicode's ligature forms.
 
 Presentation forms (U+FB1D-U+FDFF, U+FE70-U+FEFF: the joined shapes of Arabic letters, Hebrew
 ligatures) read as their base letters (NFKC), so words match their plain spelling.
@@ -19,6 +21,19 @@ import unicodedata
 from collections.abc import Sequence
 
 _STRONG_RTL = frozenset(("R", "AL"))
+
+
+def _ligatures() -> frozenset[str]:
+    """The letters of each right-to-left ligature presentation form, in logical order ("\u0644\u0627")."""
+    out = set()
+    for cp in (*range(0xFB1D, 0xFE00), *range(0xFE70, 0xFEFF)):
+        s = unicodedata.normalize("NFKC", chr(cp))
+        if len(s) > 1 and all(unicodedata.bidirectional(c) in _STRONG_RTL for c in s):
+            out.add(s)
+    return frozenset(out)
+
+
+_LIGATURES = _ligatures()
 
 
 def presentation_to_base(ch: str) -> str:
@@ -115,13 +130,34 @@ def logical_units(units: Sequence[str]) -> list[str]:
     return [merged[i] for i in order]
 
 
+def _glyphs(chars: Sequence) -> list[list]:
+    """Consecutive characters that share one glyph's box (a glyph mapped to several letters: an
+    Arabic lam-alef ligature read as lam and alef) grouped; every other character alone."""
+    out: list[list] = []
+    for c in chars:
+        last = out[-1][-1] if out else None
+        if last is not None and c.x1 > c.x0 and abs(c.x0 - last.x0) < 0.01 and abs(c.x1 - last.x1) < 0.01:
+            out[-1].append(c)
+        else:
+            out.append([c])
+    return out
+
+
+def _reversed_glyph(g: list) -> bool:
+    text = "".join(c.text for c in g)
+    return len(g) > 1 and text not in _LIGATURES and all(is_rtl(c.text) for c in g)
+
+
 def line_text(chars: Sequence) -> str:
-    """A line's characters (objects with text and x0, content order, spaces included) -> its text in
-    logical order: as they come, unless their right-to-left characters come in visual order."""
-    xs = [c.x0 for c in chars if is_rtl(c.text)]
-    if not visual_order(xs):
-        return "".join(c.text for c in chars)
-    return "".join(logical_units([c.text for c in chars]))
+    """A line's characters (objects with text, x0 and x1; content order, spaces included) -> its text in
+    logical order: as they come, unless their right-to-left characters come in visual order. pdfium's
+    reordering hands the letters of a right-to-left glyph that the font's ToUnicode maps to several
+    over reversed (not those of a presentation form it decomposes itself): unless they spell a ligature
+    form's letters in order, they are turned back."""
+    glyphs = _glyphs(chars)
+    if visual_order([g[0].x0 for g in glyphs if is_rtl(g[0].text)]):
+        return "".join(logical_units(["".join(c.text for c in g) for g in glyphs]))
+    return "".join("".join(c.text for c in (g[::-1] if _reversed_glyph(g) else g)) for g in glyphs)
 
 
 def ltr_reach(chars: Sequence) -> list[float] | None:
