@@ -43,6 +43,23 @@ def mfu(result: ModeResult, profile: Profile, gpu_name: str | None, peak_tflops:
 # ------------------------------------------------------------------------------------ machine info
 
 
+def gpu_lines() -> list[str] | None:
+    """nvidia-smi's `name, memory.total, driver_version` line for each GPU; None without nvidia-smi or when it fails."""
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return None
+    try:
+        out = subprocess.run(
+            [smi, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return [ln.strip() for ln in out.splitlines() if ln.strip()]
+
+
 def machine_info(server: str | None) -> dict[str, Any]:
     from ocrserve import __version__
 
@@ -58,18 +75,9 @@ def machine_info(server: str | None) -> dict[str, Any]:
             info["cpu"] = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), None)
     except OSError:
         pass
-    smi = shutil.which("nvidia-smi")
-    if smi:
-        try:
-            out = subprocess.run(
-                [smi, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
-                capture_output=True,
-                text=True,
-                timeout=10,
-            ).stdout.strip()
-            info["gpus"] = [ln.strip() for ln in out.splitlines() if ln.strip()]
-        except (OSError, subprocess.SubprocessError):
-            pass
+    gpus = gpu_lines()
+    if gpus is not None:
+        info["gpus"] = gpus
     for mod in ("httpx", "pypdfium2", "PIL", "vllm", "torch", "transformers"):
         try:
             m = __import__(mod)

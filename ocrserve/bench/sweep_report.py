@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+
+from ocrserve.bench.report import gpu_lines
 
 
 def machine_summary() -> str:
@@ -16,18 +16,9 @@ def machine_summary() -> str:
     from importlib import metadata
 
     parts = []
-    smi = shutil.which("nvidia-smi")
-    if smi:
-        try:
-            out = subprocess.run(
-                [smi, "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
-                capture_output=True,
-                text=True,
-                timeout=10,
-            ).stdout.strip()
-            parts.append("; ".join(ln.strip() for ln in out.splitlines() if ln.strip()))
-        except (OSError, subprocess.SubprocessError):
-            pass
+    gpus = gpu_lines()
+    if gpus is not None:
+        parts.append("; ".join(gpus))
     parts.append(f"{os.cpu_count()} CPUs, python {sys.version.split()[0]}")
     for pkg in ("ocrserve", "vllm", "torch", "transformers"):
         try:

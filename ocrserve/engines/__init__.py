@@ -9,41 +9,11 @@ options checked by its model and their defaults resolved from Settings. `Fallbac
 
 from __future__ import annotations
 
+from ocrserve.engines import registry
 from ocrserve.engines.base import PIPELINE_OPTIONS, Engine, EngineError, EngineOptions, EngineResult, PageInput
 from ocrserve.engines.fallback import FallbackEngine
-from ocrserve.engines.registry import (
-    ENGINE_NAMES,
-    FALLBACK_ENGINE,
-    create_engine,
-    create_fallback,
-    engine_class,
-    engine_classes,
-    engine_for,
-    engine_names,
-    option_names,
-    register_engine,
-    resolve_options,
-    unregister_engine,
-)
+from ocrserve.engines.registry import *  # noqa: F403  (its __all__ is the package's registry API)
 
-__all__ = [
-    "Engine",
-    "EngineError",
-    "EngineOptions",
-    "EngineResult",
-    "FallbackEngine",
-    "PageInput",
-    "create_engine",
-    "create_fallback",
-    "engine_class",
-    "engine_classes",
-    "engine_for",
-    "engine_names",
-    "option_names",
-    "register_engine",
-    "resolve_options",
-    "unregister_engine",
-    "ENGINE_NAMES",
-    "FALLBACK_ENGINE",
-    "PIPELINE_OPTIONS",
-]
+# the registry's names, as registry.py lists them, and the contract's
+__all__ = ["Engine", "EngineError", "EngineOptions", "EngineResult", "FallbackEngine", "PageInput", "PIPELINE_OPTIONS"]
+__all__ += registry.__all__

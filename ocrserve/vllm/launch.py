@@ -209,22 +209,9 @@ def build_layout(opts: ServeOptions, profile: Profile, plan: ServePlan) -> Layou
         if routed:
             procs.append(_router(opts, procs))
         endpoints = [f"{procs[-1].url}/v1"] if routed else [f"{p.url}/v1" for p in procs]
-    elif opts.parallel == "dp":
-        argv = _vllm(opts, opts.port, flags + ["--data-parallel-size", str(n)])
-        procs.append(
-            ProcessSpec(
-                name="replica-0",
-                role="replica",
-                argv=argv,
-                env=_cuda(opts.gpus),
-                host=opts.host,
-                port=opts.port,
-                gpus=list(opts.gpus),
-            )
-        )
-        endpoints = [f"{procs[0].url}/v1"]
-    elif opts.parallel == "tp":
-        argv = _vllm(opts, opts.port, flags + ["--tensor-parallel-size", str(n)])
+    elif opts.parallel in ("dp", "tp"):
+        size = "--data-parallel-size" if opts.parallel == "dp" else "--tensor-parallel-size"
+        argv = _vllm(opts, opts.port, flags + [size, str(n)])
         procs.append(
             ProcessSpec(
                 name="replica-0",

@@ -65,27 +65,9 @@ from ocrserve.vllm.router_metrics import merge_metrics
 log = logging.getLogger("ocrserve.router")
 
 # hop-by-hop headers, and those httpx / uvicorn set themselves
-_DROP_REQUEST = {
-    b"host",
-    b"connection",
-    b"keep-alive",
-    b"te",
-    b"trailer",
-    b"transfer-encoding",
-    b"upgrade",
-    b"proxy-authorization",
-    b"proxy-connection",
-    b"content-length",
-}
-_DROP_RESPONSE = {
-    b"connection",
-    b"keep-alive",
-    b"te",
-    b"trailer",
-    b"transfer-encoding",
-    b"upgrade",
-    b"proxy-authenticate",
-}
+_HOP_BY_HOP = {b"connection", b"keep-alive", b"te", b"trailer", b"transfer-encoding", b"upgrade"}
+_DROP_REQUEST = _HOP_BY_HOP | {b"host", b"proxy-authorization", b"proxy-connection", b"content-length"}
+_DROP_RESPONSE = _HOP_BY_HOP | {b"proxy-authenticate"}
 
 
 @dataclass
@@ -202,11 +184,11 @@ class Router:
         method, path = scope["method"], scope["path"]
         if method in ("GET", "HEAD") and path == "/health":
             ok = any(r.healthy for r in self.replicas)
-            await _respond(send, 200 if ok else 503, b"" if ok else b"no healthy replica\n", "text/plain")
+            await respond(send, 200 if ok else 503, b"" if ok else b"no healthy replica\n", "text/plain")
         elif method == "GET" and path == "/metrics":
-            await _respond(send, 200, (await self.metrics()).encode(), "text/plain; version=0.0.4; charset=utf-8")
+            await respond(send, 200, (await self.metrics()).encode(), "text/plain; version=0.0.4; charset=utf-8")
         elif method == "GET" and path == "/router/replicas":
-            await _respond(send, 200, json.dumps(self.status()).encode())
+            await respond(send, 200, json.dumps(self.status()).encode())
         else:
             await self.forward(scope, receive, send)
 
@@ -219,7 +201,7 @@ class Router:
 
     async def forward(self, scope, receive, send) -> None:
         """Proxy one request; a client that disconnects cancels it (closing the upstream request)."""
-        body = await _read_body(receive)
+        body = await read_body(receive)
         if body is None:
             return
         target = scope.get("raw_path") or scope["path"].encode()
@@ -250,7 +232,7 @@ class Router:
                         "code": 503,
                     }
                 }
-                await _respond(send, 503, json.dumps(msg).encode(), headers={"retry-after": "1"})
+                await respond(send, 503, json.dumps(msg).encode(), headers={"retry-after": "1"})
                 return
             tried.add(r.index)
             r.outstanding += 1
@@ -334,7 +316,7 @@ class Router:
         return "\n".join(out) + "\n"
 
 
-async def _read_body(receive) -> bytes | None:
+async def read_body(receive) -> bytes | None:
     """The whole request body, or None when the client left first."""
     parts = []
     while True:
@@ -351,7 +333,7 @@ async def _disconnected(receive) -> None:
         pass
 
 
-async def _respond(
+async def respond(
     send, status: int, body: bytes, content_type: str = "application/json", headers: dict[str, str] | None = None
 ) -> None:
     hdrs = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]

@@ -49,6 +49,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
+from ocrserve.vllm.router import read_body, respond
+
 log = logging.getLogger("standin")
 
 CHARS_PER_TOKEN = 4
@@ -413,21 +415,21 @@ class App:
         method, path = scope["method"], scope["path"]
         try:
             if path == "/health" and method == "GET":
-                await _respond(send, 200, b"", "text/plain")
+                await respond(send, 200, b"", "text/plain")
             elif path == "/v1/models" and method == "GET":
                 await self.models(scope, send)
             elif path == "/v1/chat/completions" and method == "POST":
                 await self.chat(scope, receive, send)
             elif path == "/metrics" and method == "GET":
-                await _respond(send, 200, self.metrics().encode(), "text/plain; version=0.0.4")
+                await respond(send, 200, self.metrics().encode(), "text/plain; version=0.0.4")
             elif path == "/_control" and method == "POST":
                 await self.control(receive, send)
             elif path == "/_stats" and method == "GET":
-                await _respond(send, 200, json.dumps(self.state.stats()).encode())
+                await respond(send, 200, json.dumps(self.state.stats()).encode())
             else:
                 raise HTTPError(404, f"no route {method} {path}", "NotFoundError")
         except HTTPError as e:
-            await _respond(send, e.status, e.body(), headers=e.headers)
+            await respond(send, e.status, e.body(), headers=e.headers)
 
     def _check_auth(self, scope) -> None:
         key = self.state.config.api_key
@@ -448,7 +450,7 @@ class App:
             "parent": None,
             "max_model_len": cfg.max_model_len,
         }
-        await _respond(send, 200, json.dumps({"object": "list", "data": [card]}).encode())
+        await respond(send, 200, json.dumps({"object": "list", "data": [card]}).encode())
 
     def metrics(self) -> str:
         st, cfg = self.state, self.state.config
@@ -500,7 +502,7 @@ class App:
             self.state.wave, self.state.held = asyncio.Event(), 0
         async with self.state.gate:
             self.state.gate.notify_all()
-        await _respond(send, 200, cfg.model_dump_json().encode())
+        await respond(send, 200, cfg.model_dump_json().encode())
 
     async def chat(self, scope, receive, send) -> None:
         st = self.state
@@ -617,7 +619,7 @@ class App:
                     )
                     await send({"type": "http.response.body", "body": payload[: len(payload) // 2], "more_body": True})
                     raise Dropped("connection dropped on cue")
-                await _respond(send, 200, payload)
+                await respond(send, 200, payload)
             st.completed += 1
             st.prompt_tokens_total += usage["prompt_tokens"]
             st.generation_tokens_total += usage["completion_tokens"]
@@ -667,23 +669,10 @@ class App:
 
 
 async def _read_body(receive) -> bytes:
-    parts = []
-    while True:
-        msg = await receive()
-        if msg["type"] == "http.disconnect":
-            raise HTTPError(400, "client disconnected")
-        parts.append(msg.get("body", b""))
-        if not msg.get("more_body"):
-            return b"".join(parts)
-
-
-async def _respond(
-    send, status: int, body: bytes, content_type: str = "application/json", headers: dict[str, str] | None = None
-) -> None:
-    hdrs = [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode())]
-    hdrs += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
-    await send({"type": "http.response.start", "status": status, "headers": hdrs})
-    await send({"type": "http.response.body", "body": body})
+    body = await read_body(receive)
+    if body is None:
+        raise HTTPError(400, "client disconnected")
+    return body
 
 
 def serve(host: str, port: int, config: StandInConfig, announce=None) -> None:
