@@ -3,13 +3,40 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from ocrserve.configfile import config_path, top_level
+
+
+class ConfigFileSource(PydanticBaseSettingsSource):
+    """The top-level keys of the config file OCRSERVE_CONFIG names (configfile.py), below the environment."""
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # __call__ reads the file as a whole
+
+    def __call__(self) -> dict[str, Any]:
+        path = config_path()
+        return top_level(path, self.settings_cls.model_fields) if path else {}
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="OCRSERVE_", extra="ignore")
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # keyword arguments > OCRSERVE_* > the config file's top-level keys > the defaults below
+        return init_settings, env_settings, dotenv_settings, ConfigFileSource(settings_cls), file_secret_settings
 
     # The defaults of convert options: each is declared once on ConvertOptions (pipeline/options.py, its help,
     # type and CLI flag) and filled from here by ConvertOptions.resolve(); a test checks name, type and bounds.

@@ -21,6 +21,7 @@ LAYERS: list[set[str]] = [
         "png",
         "imagesize",
         "errors",
+        "configfile",
     },
     {"render"},  # Document -> Markdown/HTML; also the block renderer parse uses
     {"parse", "ingest"},  # raw model HTML -> blocks; inputs -> page images

@@ -15,7 +15,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-COMMANDS = ["convert", "serve", "api", "mcp", "bench", "eval", "profiles"]
+COMMANDS = ["convert", "serve", "api", "mcp", "bench", "eval", "profiles", "config"]
 
 
 def _version() -> str:

@@ -7,10 +7,16 @@ from pathlib import Path
 
 import typer
 
+from ocrserve.cli.configopt import config_option, file_values
+from ocrserve.settings import Settings
+
+API_OPTIONS = ("server", "engine", "host", "port", "data_dir", "model", "api_key")
+
 
 def register(app: typer.Typer) -> None:
     @app.command("api")
     def api(
+        ctx: typer.Context,
         server: str = typer.Option(
             None, "--server", help="OpenAI-compatible server (vLLM), e.g. http://localhost:8000/v1"
         ),
@@ -26,6 +32,9 @@ def register(app: typer.Typer) -> None:
             help="model profile: chandra-2, chandra-1 or a profile file (default: OCRSERVE_MODEL, else chandra-2)",
         ),
         api_key: str = typer.Option(None, "--api-key", help="API key of the engine server (not of this API)"),
+        config: str | None = config_option(
+            "api", known=lambda: [*API_OPTIONS, *Settings.model_fields]
+        ),  # [api]: these options and any Settings knob
     ) -> None:
         """Serve the OCR API: /v1/convert (sync, streaming), /v1/jobs, /metrics, /docs and a viewer at /."""
         from ocrserve.cli.extras import require
@@ -41,7 +50,8 @@ def register(app: typer.Typer) -> None:
         logging.getLogger("ocrserve").setLevel(logging.INFO)
         if not logging.getLogger().handlers:
             logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        settings = get_settings(server=server, engine=engine, data_dir=data_dir, model=model, api_key=api_key)
+        knobs = {k: v for k, v in file_values(ctx).items() if k not in API_OPTIONS}  # [api]'s Settings knobs
+        settings = get_settings(**knobs, server=server, engine=engine, data_dir=data_dir, model=model, api_key=api_key)
         typer.echo(f"ocrserve api on http://{host}:{port} (viewer at /, docs at /docs), data in {settings.data_dir}")
         try:
             run_api(settings, host=host, port=port)

@@ -14,7 +14,7 @@ from typing import Any
 
 import typer
 
-from ocrserve.cli import declared
+from ocrserve.cli import configopt, declared
 from ocrserve.pipeline.options import ConvertOptions, OptionsError
 
 
@@ -178,6 +178,7 @@ def _run(inputs: list[str | Path], options: Any, display: _Display) -> Any:
 # the command line's own options (how a run shows its progress), declared here once; the conversion's
 # options are built from what ConvertOptions declares (ocrserve/cli/declared.py)
 _KW = inspect.Parameter.KEYWORD_ONLY
+CTX = inspect.Parameter("ctx", _KW, annotation=typer.Context)
 INPUTS = inspect.Parameter(
     "inputs",
     _KW,
@@ -197,10 +198,31 @@ CLI_ONLY = [
 ]
 
 
+def _check(model: type[ConvertOptions], values: dict[str, Any]) -> None:
+    """The config file's [convert] values are options: a bad one is an OptionsError (a ValueError)."""
+    from ocrserve.ingest.sources import parse_page_ranges
+
+    model.build(**values)
+    if "pages" in values:
+        parse_page_ranges(values["pages"])  # InputError (a ValueError): 'pages' named as --pages
+
+
 def register(app: typer.Typer, options_model: type[ConvertOptions] | None = None) -> None:
     """`convert`, with an option for every flag `options_model` (ConvertOptions) declares."""
     model = options_model or ConvertOptions
     specs = model.declared()
+    config = inspect.Parameter(
+        "config",
+        _KW,
+        annotation=str | None,
+        default=configopt.config_option(
+            "convert",
+            known=lambda: specs,
+            env_backed=lambda: [n for n, s in specs.items() if s.env],
+            default_map=False,  # the table's values are options (some without a flag): merged below
+            check=lambda values: _check(model, values),
+        ),
+    )
 
     def convert(**values: Any) -> None:
         """Convert documents to Markdown, HTML and JSON (+ figure crops) under OUTPUT/<name>/."""
@@ -208,8 +230,11 @@ def register(app: typer.Typer, options_model: type[ConvertOptions] | None = None
         from ocrserve.ingest.sources import InputError
 
         inputs, json_log, quiet = values.pop("inputs"), values.pop("json_log"), values.pop("quiet")
+        ctx, _ = values.pop("ctx"), values.pop("config")
         try:
-            options = model.build(**declared.chosen(specs, values))
+            flags = declared.chosen(specs, values)  # flag > env > file > default
+            given = configopt.from_command_line(ctx, flags)
+            options = model.build(**{**flags, **configopt.file_values(ctx), **{k: flags[k] for k in given}})
             if options.ray is not None and (json_log or quiet):  # no Ray progress bars either
                 options = options.model_copy(update={"ray": options.ray.model_copy(update={"progress": False})})
             resolved = options.resolve()
@@ -260,4 +285,6 @@ def register(app: typer.Typer, options_model: type[ConvertOptions] | None = None
         if summary.failed:
             raise typer.Exit(1)
 
-    app.command("convert")(declared.with_signature(convert, [INPUTS, *declared.parameters(specs), *CLI_ONLY]))
+    app.command("convert")(
+        declared.with_signature(convert, [CTX, INPUTS, *declared.parameters(specs), *CLI_ONLY, config])
+    )

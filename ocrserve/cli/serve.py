@@ -12,6 +12,8 @@ from typing import Any, Literal, cast
 
 import typer
 
+from ocrserve.cli.configopt import config_option
+
 HELP = """Serve a Chandra model with vLLM on the local GPUs (one replica per GPU by default, behind one URL).
 
 By default Chandra 2 (datalab-to/chandra-ocr-2) in bf16, the precision it is published and evaluated
@@ -104,6 +106,7 @@ def register(app: typer.Typer) -> None:
         log_dir: Path | None = typer.Option(None, help="where each process logs (default: a temp folder)"),
         health_timeout: float = typer.Option(900.0, help="seconds a server may take to become healthy"),
         max_restarts: int = typer.Option(3, help="restarts in a row of a dying replica before giving up"),
+        config: str | None = config_option("serve", env_backed=lambda: ["vllm_bin"]),
     ) -> None:
         from ocrserve.profiles import load_profile
         from ocrserve.settings import get_settings

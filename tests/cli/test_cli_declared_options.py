@@ -21,7 +21,7 @@ from ocrserve.pipeline.options import ConvertOptions, RayOptions, option
 from ocrserve.settings import Settings
 from tests.cli.support import ROOT
 
-CLI_ONLY = {"inputs", "json_log", "quiet"}  # the command line's own (convert.py): inputs and how progress shows
+CLI_ONLY = {"inputs", "json_log", "quiet", "config"}  # the command line's own (convert.py): inputs, progress, --config
 
 
 def settings_mismatches(options: type[ConvertOptions], settings: type[BaseModel]) -> list[str]:
