@@ -77,15 +77,11 @@ CHANDRA1_ATTRS = [
 
 HEADER_FOOTER = {"Page-Header", "Page-Footer"}
 FIGURE_LABELS = {"Image", "Figure", "Diagram"}
+HEADING_TAGS = ("h1", "h2", "h3", "h4", "h5", "h6")
 BLOCK_TAGS = {
     "p",
     "div",
-    "h1",
-    "h2",
-    "h3",
-    "h4",
-    "h5",
-    "h6",
+    *HEADING_TAGS,
     "ul",
     "ol",
     "table",

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from selectolax.lexbor import LexborNode
 
-from ocrserve.labels import BLOCK_TAGS, FIGURE_LABELS, HEADER_FOOTER, RENDER_ATTRS, RENDER_TAGS
+from ocrserve.labels import BLOCK_TAGS, FIGURE_LABELS, HEADER_FOOTER, HEADING_TAGS, RENDER_ATTRS, RENDER_TAGS
 from ocrserve.render.md_escape import (
     EM_CLOSE,
     EM_OPEN,
@@ -108,7 +108,7 @@ class _MD:
             return self.text(node.text_content or "", collapse=not self.in_code)
         if tag.startswith("-") or not node.is_element_node:
             return ""
-        if tag in ("h1", "h2", "h3", "h4", "h5", "h6"):
+        if tag in HEADING_TAGS:
             inner = _heading_text(self.inline(node))
             return f"\n\n{'#' * int(tag[1])} {inner}\n\n" if inner else ""
         if tag in ("p", "div", "caption"):

@@ -14,6 +14,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from ocrserve import parse_output, render_markdown
+from ocrserve.labels import HEADING_TAGS
 from tests.support.corpus_util import doc_of
 
 RENDERERS = {
@@ -28,12 +29,7 @@ MARKUP = {
     "strong",
     "del",
     "s",
-    "h1",
-    "h2",
-    "h3",
-    "h4",
-    "h5",
-    "h6",
+    *HEADING_TAGS,
     "ul",
     "ol",
     "li",

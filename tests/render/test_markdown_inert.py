@@ -17,6 +17,7 @@ from markdown_it import MarkdownIt
 
 from ocrserve import parse_output, render_markdown
 from ocrserve.document import Block
+from ocrserve.labels import HEADING_TAGS
 from ocrserve.render.markdown import block_markdown
 from tests.support.corpus_util import doc_of
 
@@ -48,12 +49,7 @@ TAGS = {
     "ul",
     "ol",
     "li",
-    "h1",
-    "h2",
-    "h3",
-    "h4",
-    "h5",
-    "h6",
+    *HEADING_TAGS,
     "table",
     "thead",
     "tbody",
