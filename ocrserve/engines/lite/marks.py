@@ -57,12 +57,21 @@ def join_markers(lines: list[Line]) -> list[Line]:
     for l in lines:
         if id(l) in used:
             continue
-        m = taken.get(id(l))
-        if m is None:
+        mark = taken.get(id(l))
+        if mark is None:
             out.append(l)
             continue
         out.append(
-            Line(f"{m.text.strip()} {l.text}", min(m.x0, l.x0), l.y0, max(m.x1, l.x1), l.y1, l.size, l.bold, l.score)
+            Line(
+                f"{mark.text.strip()} {l.text}",
+                min(mark.x0, l.x0),
+                l.y0,
+                max(mark.x1, l.x1),
+                l.y1,
+                l.size,
+                l.bold,
+                l.score,
+            )
         )
     return out
 

@@ -75,7 +75,7 @@ def upright_ocr(image, ocr, classify=None) -> tuple[list[Line], int]:
 
 def _rapidocr_classify(crops: list) -> list[tuple[str, float]]:
     """RapidOCR's text line direction classifier (0 or 180 degrees; its model ships in the wheel)."""
-    from ocrserve.engines.lite.engine import _ocr_engine
+    from ocrserve.engines.lite.rapid import _ocr_engine
 
     return list(_ocr_engine()._load_cls_model()(crops).cls_res)
 
