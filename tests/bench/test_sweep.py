@@ -91,6 +91,15 @@ def _run(args: list[str], **kw) -> subprocess.CompletedProcess:
     )
 
 
+def _sweep_standin(spec: Path, tmp_path: Path, port: int, *extra: str) -> subprocess.CompletedProcess:
+    """A sweep that serves and measures the spec's configs on the stand-in vLLM: results in tmp_path/out."""
+    return _run(
+        ["--spec", str(spec), "--model", "chandra-1", "--gpu-memory-gib", "140", "--vllm-bin", STANDIN_VLLM]
+        + ["--out", str(tmp_path / "out"), "--work", str(tmp_path / "work"), "--port", str(port)]
+        + ["--startup-timeout", "60", *extra]
+    )
+
+
 def test_dry_run_plans_scaling_on_four_gpus(tmp_path):
     out = tmp_path / "out"
     p = _run(
@@ -179,28 +188,7 @@ def test_sweep_runs_each_config_through_ocrserve_serve(tmp_path):
         },
     )
     out = tmp_path / "out"
-    p = _run(
-        [
-            "--spec",
-            str(spec),
-            "--model",
-            "chandra-1",
-            "--gpu-memory-gib",
-            "140",
-            "--vllm-bin",
-            STANDIN_VLLM,
-            "--out",
-            str(out),
-            "--work",
-            str(tmp_path / "work"),
-            "--port",
-            "18431",
-            "--startup-timeout",
-            "60",
-            "--overlap",
-            "2",
-        ]
-    )
+    p = _sweep_standin(spec, tmp_path, 18431, "--overlap", "2")
     rep = json.loads((out / "sweep.json").read_text())
     res = rep["results"]
     assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-2000:]  # the broken config fails the run, not the sweep
@@ -249,26 +237,7 @@ def test_a_config_can_run_the_bench_modes_side_by_side(tmp_path):
         },
     )
     out = tmp_path / "out"
-    p = _run(
-        [
-            "--spec",
-            str(spec),
-            "--model",
-            "chandra-1",
-            "--gpu-memory-gib",
-            "140",
-            "--vllm-bin",
-            STANDIN_VLLM,
-            "--out",
-            str(out),
-            "--work",
-            str(tmp_path / "work"),
-            "--port",
-            "18461",
-            "--startup-timeout",
-            "60",
-        ]
-    )
+    p = _sweep_standin(spec, tmp_path, 18461)
     r = json.loads((out / "sweep.json").read_text())["results"]["bench"]
     assert p.returncode == 0 and r["ok"], (r.get("error"), p.stderr[-2000:])
     assert "load" not in r

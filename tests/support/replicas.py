@@ -1,4 +1,4 @@
-"""Helpers of the router tests (tests/vllm/): chat requests for the stand-in, the router as a process,
+"""Helpers of the serve and router tests (tests/vllm/): `ocrserve serve` command lines, chat requests for the stand-in, the router as a process,
 requests sent at once, waiting for a condition."""
 
 from __future__ import annotations
@@ -18,6 +18,12 @@ from tests.fakes.standin import StandIn
 from tests.support.api import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def serve_argv(log_dir: Path, *args: str, gpus: str = "0") -> list[str]:
+    """`ocrserve serve` of chandra-1 planned for 139.8 GiB cards (no nvidia-smi asked), its logs in log_dir."""
+    argv = [sys.executable, "-m", "ocrserve.cli", "serve", "--model", "chandra-1", "--gpu-memory-gib", "139.8"]
+    return [*argv, "--gpus", gpus, "--log-dir", str(log_dir), *args]
 
 
 def png(i: int) -> bytes:

@@ -15,7 +15,7 @@ import httpx
 import psutil
 
 from tests.support.api import free_port
-from tests.support.replicas import body, concurrently, png, wait_until
+from tests.support.replicas import body, concurrently, png, serve_argv, wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,22 +52,7 @@ def stats(port: int) -> dict | None:
 def test_serve_on_two_gpus_is_one_url_that_survives_a_replica(tmp_path: Path):
     port = free_ports(3)
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OCRSERVE_VLLM_BIN": f"{sys.executable} -m tests.fakes.standin_vllm"}
-    cmd = [
-        sys.executable,
-        "-m",
-        "ocrserve.cli",
-        "serve",
-        "--model",
-        "chandra-1",
-        "--gpu-memory-gib",
-        "139.8",
-        "--gpus",
-        "0,1",
-        "--port",
-        str(port),
-        "--log-dir",
-        str(tmp_path / "logs"),
-    ]
+    cmd = serve_argv(tmp_path / "logs", "--port", str(port), gpus="0,1")
     p = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}/v1"
     try:

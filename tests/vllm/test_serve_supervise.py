@@ -15,6 +15,7 @@ import pytest
 
 from ocrserve.vllm.launch import Layout, ProcessSpec
 from ocrserve.vllm.supervise import ServeError, Supervisor, diagnose, probe
+from tests.support.replicas import serve_argv
 
 FAKE = Path(__file__).resolve().parents[1] / "fakes" / "fake_vllm.py"
 ROOT = Path(__file__).resolve().parents[2]
@@ -228,21 +229,7 @@ def _start_serve(tmp_path: Path, pidfile: Path, delay: str, extra_env: dict, *ar
         "OCRSERVE_VLLM_BIN": f"{sys.executable} {FAKE}",
         **extra_env,
     }
-    cmd = [
-        sys.executable,
-        "-m",
-        "ocrserve.cli",
-        "serve",
-        "--model",
-        "chandra-1",
-        "--gpu-memory-gib",
-        "139.8",
-        "--gpus",
-        "0",
-        "--log-dir",
-        str(tmp_path / "logs"),
-        *args,
-    ]
+    cmd = serve_argv(tmp_path / "logs", *args)
     return subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -326,31 +313,18 @@ def _without_vllm(tmp_path: Path) -> dict[str, str]:
     return {**env, "PATH": str(tmp_path / "empty-bin"), "PYTHONPATH": str(ROOT)}
 
 
-def _serve(tmp_path: Path, *args: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "ocrserve.cli",
-        "serve",
-        "--model",
-        "chandra-1",
-        "--gpu-memory-gib",
-        "139.8",
-        "--gpus",
-        "0",
-        "--log-dir",
-        str(tmp_path / "logs"),
-        *args,
-    ]
-
-
 def test_cli_serve_without_vllm_is_the_extras_hint_and_exit_2(tmp_path: Path):
     """vLLM to start and no `vllm` to start: one line naming the [vllm] extra (as the other commands'
     hints do), exit 2; nothing is left listening. --dry-run needs no vLLM."""
     port = free_port()
     env = _without_vllm(tmp_path)
     r = subprocess.run(
-        _serve(tmp_path, "--port", str(port)), env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+        serve_argv(tmp_path / "logs", "--port", str(port)),
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert r.stderr.strip().splitlines() == [
@@ -359,7 +333,7 @@ def test_cli_serve_without_vllm_is_the_extras_hint_and_exit_2(tmp_path: Path):
     ], r.stderr
     assert not probe(f"http://127.0.0.1:{port}")
     r = subprocess.run(
-        _serve(tmp_path, "--port", str(port), "--dry-run"),
+        serve_argv(tmp_path / "logs", "--port", str(port), "--dry-run"),
         env=env,
         cwd=ROOT,
         capture_output=True,
@@ -390,7 +364,7 @@ def test_cli_serve_without_vllm_attaches_or_runs_the_given_executable(tmp_path: 
     else:
         args += ["--vllm-bin", f"{sys.executable} {FAKE}"]
     p = subprocess.Popen(
-        _serve(tmp_path, *args),
+        serve_argv(tmp_path / "logs", *args),
         env=fake_env if how == "vllm-bin" else env,
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -418,10 +392,12 @@ def test_cli_serve_without_vllm_attaches_or_runs_the_given_executable(tmp_path: 
 def test_cli_serve_dry_run_shows_the_renderer_threads(tmp_path: Path):
     """`ocrserve serve` starts vLLM with 8 API renderer threads; --renderer-workers 0 leaves vLLM's default."""
     env = _without_vllm(tmp_path)
-    r = subprocess.run(_serve(tmp_path, "--dry-run"), env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        serve_argv(tmp_path / "logs", "--dry-run"), env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     assert r.returncode == 0 and "--renderer-num-workers 8" in r.stdout, (r.stdout, r.stderr)
     r = subprocess.run(
-        _serve(tmp_path, "--dry-run", "--renderer-workers", "0"),
+        serve_argv(tmp_path / "logs", "--dry-run", "--renderer-workers", "0"),
         env=env,
         cwd=ROOT,
         capture_output=True,
