@@ -291,14 +291,20 @@ def test_stream_with_markdown_and_an_unreachable_page_image(api: ApiProcess, doc
     assert c.get("/v1/pages/not-a-token.png").status_code == 404
 
 
-def test_stream_a_cut_off_answer_is_the_pages_answer(api: ApiProcess, standin: StandIn, docs) -> None:
-    standin.control(default_plan=["cutoff"], chunk_chars=64)
+def _stream_one_page(api: ApiProcess, standin: StandIn, docs, plan: list[str]) -> tuple[list, list]:
+    """one.pdf converted streaming while the stand-in answers by `plan` in 64-character chunks: all the
+    events (the run ends done and ok) and the page's own."""
+    standin.control(default_plan=plan, chunk_chars=64)
     c = httpx.Client(base_url=api.url, timeout=60, headers=H())
     with open(docs["pdf1"], "rb") as f:
         r = c.post("/v1/convert", params={"stream": "true"}, files={"file": ("one.pdf", f)})
     events = parse_sse(r.text)
     assert events[-1][0] == "done" and events[-1][1]["status"] == "ok"
-    mine = page_events(events, 0)
+    return events, page_events(events, 0)
+
+
+def test_stream_a_cut_off_answer_is_the_pages_answer(api: ApiProcess, standin: StandIn, docs) -> None:
+    events, mine = _stream_one_page(api, standin, docs, ["cutoff"])
     kinds = [k for k, _ in mine]
     assert "page_reset" not in kinds and kinds.count("block") >= 1
     page = events[-1][1]["document"]["pages"][0]
@@ -310,13 +316,7 @@ def test_stream_a_cut_off_answer_is_the_pages_answer(api: ApiProcess, standin: S
 def test_stream_a_retried_attempt_resets_the_page_at_once(api: ApiProcess, standin: StandIn, docs, bad: str) -> None:
     # the first attempt streams some blocks, then loops: the engine starts the
     # page over with on_delta(""); the client hears page_reset right then, and the retry's blocks from 0
-    standin.control(default_plan=[bad, "ok"], chunk_chars=64)
-    c = httpx.Client(base_url=api.url, timeout=60, headers=H())
-    with open(docs["pdf1"], "rb") as f:
-        r = c.post("/v1/convert", params={"stream": "true"}, files={"file": ("one.pdf", f)})
-    events = parse_sse(r.text)
-    assert events[-1][0] == "done" and events[-1][1]["status"] == "ok"
-    mine = page_events(events, 0)
+    events, mine = _stream_one_page(api, standin, docs, [bad, "ok"])
     kinds = [k for k, _ in mine]
     assert kinds[0] == "page_started" and kinds[-1] == "page_done" and kinds.count("page_reset") == 1, kinds
     cut = kinds.index("page_reset")

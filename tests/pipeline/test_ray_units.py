@@ -20,6 +20,7 @@ from ocrserve.pipeline.local import RunSummary
 from ocrserve.pipeline.target import OutputTarget, normalize_target
 from ocrserve.profiles import load_profile
 from tests.fakes.standin import chandra_output
+from tests.support.helpers import pid_gone
 
 
 def _page(i: int, doc: str = "d") -> PageInput:
@@ -331,15 +332,7 @@ def test_isolated_call_that_hangs_is_killed_and_fails_with_a_timeout():
             calls.call(time.sleep, 3600)
         assert time.monotonic() - t0 < 30
         calls.timeout = None
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                os.kill(child, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.1)
-        else:
-            pytest.fail("the stuck child is still running")
+        assert pid_gone(child, 10), "the stuck child is still running"
         assert calls.call(abs, -4) == 4  # a fresh child for the next call
     finally:
         calls.close()

@@ -1,8 +1,10 @@
-"""Documents the tests make: PDFs with text (pypdfium2 + reportlab), images, bad files."""
+"""Documents the tests make: PDFs with text (pypdfium2 + reportlab), images, bad files; a child process stopped or awaited."""
 
 from __future__ import annotations
 
 import io
+import os
+import time
 from pathlib import Path
 
 from PIL import Image, ImageDraw
@@ -82,6 +84,19 @@ def stop_process(proc) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=5)
+
+
+def pid_gone(pid: int, timeout: float) -> bool:
+    """Whether process `pid` is gone, or goes within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.1)
 
 
 def start_chromium(chromium: str, profile: Path, window: str, timeout: float = 90):
