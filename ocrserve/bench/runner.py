@@ -139,62 +139,28 @@ def run_bench(
         }
         gpu_name = (report["machine"].get("gpus") or [None])[0]
         pngs: list[bytes] | None = None
+        # what every mode's requests ask for
+        load: dict[str, Any] = {"max_tokens": max_tokens, "ignore_eos": ignore_eos, "api_key": api_key}
         for mode in modes:
             log.info("bench mode %s", mode)
             if mode == "stages":  # client CPU per stage, one page at a time (not a throughput mode)
                 from ocrserve.bench.stages import stage_profile
 
-                report["client_cpu_stages"] = stage_profile(
-                    files,
-                    server,
-                    profile,
-                    max_pages=stage_pages,
-                    max_tokens=max_tokens,
-                    ignore_eos=ignore_eos,
-                    api_key=api_key,
-                )
+                report["client_cpu_stages"] = stage_profile(files, server, profile, max_pages=stage_pages, **load)
                 if on_partial:
                     on_partial(report)
                 continue
             with Sampler(root) as sampler:
                 if mode == "pipeline":
                     r = asyncio.run(
-                        run_pipeline(
-                            files,
-                            server,
-                            profile,
-                            concurrency=concurrency,
-                            max_tokens=max_tokens,
-                            ignore_eos=ignore_eos,
-                            api_key=api_key,
-                            out_dir=work / "out",
-                        )
+                        run_pipeline(files, server, profile, concurrency=concurrency, out_dir=work / "out", **load)
                     )
                 elif mode == "plain":
-                    r = run_plain(
-                        files,
-                        server,
-                        profile,
-                        batch=plain_batch,
-                        max_tokens=max_tokens,
-                        ignore_eos=ignore_eos,
-                        api_key=api_key,
-                        max_pages=plain_pages,
-                    )
+                    r = run_plain(files, server, profile, batch=plain_batch, max_pages=plain_pages, **load)
                 elif mode == "ceiling":
                     if pngs is None:
                         pngs = asyncio.run(_prerender(files, profile))
-                    r = asyncio.run(
-                        run_ceiling(
-                            pngs,
-                            server,
-                            profile,
-                            concurrency=concurrency,
-                            max_tokens=max_tokens,
-                            ignore_eos=ignore_eos,
-                            api_key=api_key,
-                        )
-                    )
+                    r = asyncio.run(run_ceiling(pngs, server, profile, concurrency=concurrency, **load))
                 else:
                     raise ValueError(f"unknown bench mode {mode!r}: pipeline, plain, ceiling, stages")
             r.sampler = sampler.summary()
@@ -208,14 +174,7 @@ def run_bench(
                 pngs = asyncio.run(_prerender(files, profile))
             # pages not sent before would be best; the probe uses the last ones, after the caches saw them
             report["streaming_idle"] = asyncio.run(
-                streaming_probe(
-                    pngs[-stream_probe:],
-                    server,
-                    profile,
-                    max_tokens=min(max_tokens, 256),
-                    ignore_eos=ignore_eos,
-                    api_key=api_key,
-                )
+                streaming_probe(pngs[-stream_probe:], server, profile, **{**load, "max_tokens": min(max_tokens, 256)})
             )
         m = report["modes"]
         if "pipeline" in m and m["pipeline"]["pages_per_s"]:

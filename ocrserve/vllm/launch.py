@@ -268,33 +268,25 @@ def _epd(opts: ServeOptions, flags: list[str], plan: ServePlan) -> list[ProcessS
     enc_flags = _drop_flag(enc_flags, "--gpu-memory-utilization", 1)
     enc_flags = _replace_flag(enc_flags, "--enable-prefix-caching", None, "--no-enable-prefix-caching")
     enc_flags += ["--mm-encoder-only", "--ec-transfer-config", _ec_config(opts, "ec_producer")]
-    for i, g in enumerate(enc_gpus):
-        port = opts.port + 1 + i
-        procs.append(
-            ProcessSpec(
-                name=f"encoder-{i}",
-                role="encoder",
-                argv=_vllm(opts, port, enc_flags),
-                env=_cuda([g]),
-                host=opts.host,
-                port=port,
-                gpus=[g],
-            )
-        )
     dec_flags = flags + ["--ec-transfer-config", _ec_config(opts, "ec_consumer")]
-    for i, g in enumerate(dec_gpus):
-        port = opts.port + 1 + n_enc + i
-        procs.append(
-            ProcessSpec(
-                name=f"decoder-{i}",
-                role="decoder",
-                argv=_vllm(opts, port, dec_flags),
-                env=_cuda([g]),
-                host=opts.host,
-                port=port,
-                gpus=[g],
+    stages: list[tuple[Literal["encoder", "decoder"], list[int], list[str]]] = [
+        ("encoder", enc_gpus, enc_flags),
+        ("decoder", dec_gpus, dec_flags),
+    ]
+    for role, gpus, role_flags in stages:  # the encoders' ports first, then the decoders'
+        for i, g in enumerate(gpus):
+            port = opts.port + 1 + len(procs)
+            procs.append(
+                ProcessSpec(
+                    name=f"{role}-{i}",
+                    role=role,
+                    argv=_vllm(opts, port, role_flags),
+                    env=_cuda([g]),
+                    host=opts.host,
+                    port=port,
+                    gpus=[g],
+                )
             )
-        )
     proxy = [
         sys.executable,
         "-m",
