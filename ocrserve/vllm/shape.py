@@ -22,6 +22,10 @@ FP8 = 1
 DEFAULT_VOCAB = 151_936
 
 
+# the figures a profile gives as they are
+_PROFILE_FIGURES = ("params_b", "vision_params_b", "decoder_layers", "hidden_size", "num_kv_heads", "head_dim")
+
+
 class ModelShape(BaseModel):
     """The figures of a model that decide its memory."""
 
@@ -46,16 +50,8 @@ class ModelShape(BaseModel):
             # Qwen3.5 interleaves 3 linear-attention (fixed-size state) layers per full-attention one
             attn = max(1, profile.decoder_layers // 4)
             state = (profile.decoder_layers - attn) * gdn_state_bytes()
-        return cls(
-            params_b=profile.params_b,
-            vision_params_b=profile.vision_params_b,
-            decoder_layers=profile.decoder_layers,
-            hidden_size=profile.hidden_size,
-            num_kv_heads=profile.num_kv_heads,
-            head_dim=profile.head_dim,
-            attention_layers=attn,
-            linear_state_bytes_per_seq=state,
-        )
+        figures = profile.model_dump(include=set(_PROFILE_FIGURES))
+        return cls(**figures, attention_layers=attn, linear_state_bytes_per_seq=state)
 
     def with_model_config(self, model_dir: Path) -> ModelShape:
         """This shape corrected by a local model folder's config.json (text_config for VLMs)."""
