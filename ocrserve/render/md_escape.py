@@ -39,8 +39,13 @@ _ENTITY_AMP = re.compile(r"&(?=#?[A-Za-z0-9]+;|#[0-9]|#[xX][0-9A-Fa-f])")
 _TEXT_AMP = re.compile(r"&(?=#?[A-Za-z0-9]+;|#[0-9]|#[xX][0-9A-Fa-f]|$)")  # also ending a run
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?]|$)")  # at a run's end too: the next run may begin `script>`
 _UNESCAPED_DOLLAR = re.compile(r"(?<!\\)((?:\\\\)*)\$")
-# in LaTeX: a `<` that starts an HTML tag or an autolink, and the bracket pairs of link syntax
-_MATH_TAG = re.compile(r"<(?=[A-Za-z][A-Za-z0-9-]*[\s/>]|[A-Za-z][A-Za-z0-9.+-]*:|[/!?])")
+# in LaTeX: a `<` that starts an HTML tag or an autolink in CommonMark, or raw HTML or a mail autolink in
+# Python-Markdown (its `<x&>` and `<a@b>` are those too), and the bracket pairs of link syntax; a space
+# after `<` changes no formula
+_MATH_TAG = re.compile(
+    r"<(?=[A-Za-z][A-Za-z0-9-]*[\s/>]|[A-Za-z][A-Za-z0-9.+-]*:|[/!?]"
+    r"|/?[A-Za-z][^<>@ ]*(?: [^<>]*)?>|[^<> !]+@[^@<> ]+>)"
+)
 _MATH_LINK = re.compile(r"\](?=[(\[:])")
 _BLANK_LINES = re.compile(r"\n[ \t]*(?:\n[ \t]*)+")  # a blank line would end the paragraph (or HTML block)
 _STAR = re.compile(r"\*")
