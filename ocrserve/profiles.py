@@ -17,6 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from ocrserve.imagesize import Budget, server_size
 from ocrserve.labels import CHANDRA1_ATTRS, CHANDRA1_LABELS, CHANDRA1_TAGS, CHANDRA2_LABELS
 
 
@@ -78,8 +79,6 @@ class Profile(BaseModel):
 
     def image_tokens(self, width: int, height: int) -> int:
         """Visual tokens the model spends on an image of this size (after the server's resize and the patch merge)."""
-        from ocrserve.imagesize import Budget, server_size
-
         w, h = server_size(width, height, Budget.from_profile(self))
         return max(1, (w // self.patch_multiple) * (h // self.patch_multiple))
 
