@@ -160,6 +160,7 @@ def register(app: typer.Typer) -> None:
             "expected_output_tokens": output_tokens,
             "max_num_batched_tokens": max_num_batched_tokens,
             "weight_share": share,
+            "prefix_caching": prefix_caching,
         }
         if concurrency is None:
             concurrency = _default_concurrency(prof, shape, mem, memory, quantization, plan_kw)

@@ -128,6 +128,7 @@ class ServePlan(BaseModel):
     max_image_tokens: int
     gpu_memory_utilization: float | None = None
     linear_state_bytes: int = 0  # part of kv_cache_bytes: linear-attention states of the pages in flight
+    block_tokens: int = 16  # tokens of one KV cache block (a hybrid model's are long: shape.HybridPool)
 
     @property
     def kv_cache_gib(self) -> float:
@@ -174,7 +175,11 @@ class ServePlan(BaseModel):
             f"  weights           {self.weights_gib:7.1f} GiB",
             f"  KV cache          {self.kv_cache_gib:7.1f} GiB  ({self.kv_tokens:,} tokens, "
             f"{self.kv_bytes_per_token / 1024:.0f} KiB a token"
-            + (f"; {self.linear_state_bytes / GIB:.1f} GiB linear-attention state" if self.linear_state_bytes else "")
+            + (
+                f"; {self.linear_state_bytes / GIB:.1f} GiB linear-attention state, blocks of {self.block_tokens} tokens"
+                if self.linear_state_bytes
+                else ""
+            )
             + ")",
             f"  activations       {self.activations_gib:7.1f} GiB  (prefill of {self.max_num_batched_tokens:,} tokens, "
             f"vision tower on a {self.max_image_tokens:,}-token page)",
@@ -212,8 +217,10 @@ def plan_replica(
     max_num_batched_tokens: int | None = None,
     gpu_memory_utilization: float | None = None,
     weight_share: float = 1.0,
+    prefix_caching: bool = True,
 ) -> ServePlan:
-    """The plan for one vLLM replica (one GPU; `weight_share` < 1 when tensor parallel splits the weights)."""
+    """The plan for one vLLM replica (one GPU; `weight_share` < 1 when tensor parallel splits the weights;
+    `prefix_caching`: vLLM's, which costs a hybrid model a second state block a sequence)."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
     if gpu_memory_gib <= 0:
@@ -228,13 +235,20 @@ def plan_replica(
     fixed = weights + act + CUDA_GRAPH_GIB + RUNTIME_OVERHEAD_GIB
     util = None
     state = 0
-    if memory == "lean":
+    pool = shape.hybrid_pool(FP8 if fp8 else BF16)
+    if memory == "lean" and pool is not None:
+        # hybrid models (Qwen3.5): vLLM's shared pool of whole blocks (shape.HybridPool), a block in each
+        # linear-attention group for a sequence's state plus its tokens in ~500-1,000-token blocks
+        per_page = pool.blocks(budget.planned_tokens, prefix_caching=prefix_caching)
+        blocks = max(concurrency * per_page, pool.blocks(budget.max_model_len, prefix_caching=prefix_caching)) + 1
+        kv_bytes = int(blocks * pool.block_bytes * weight_share)
+        state_blocks = per_page - pool.blocks(budget.planned_tokens) + pool.linear_groups
+        state = int(concurrency * state_blocks * pool.block_bytes * weight_share)
+    elif memory == "lean":
         tokens = max(concurrency * budget.planned_tokens, budget.max_model_len)
         # whole 16-token blocks, plus one block a sequence of rounding
         tokens = int(math.ceil(tokens / 16) * 16) + 16 * concurrency
-        # hybrid models: every sequence in flight also holds its linear-attention state in the same pool
-        state = concurrency * int(shape.linear_state_bytes_per_seq * weight_share)
-        kv_bytes = tokens * kv_per_tok + state
+        kv_bytes = tokens * kv_per_tok
     else:
         util = gpu_memory_utilization or MAX_UTILIZATION
         kv_bytes = int((util * gpu_memory_gib - fixed) * GIB)
@@ -268,6 +282,7 @@ def plan_replica(
         max_image_tokens=budget.max_image_tokens,
         gpu_memory_utilization=util,
         linear_state_bytes=state,
+        block_tokens=pool.block_tokens if pool is not None else 16,
     )
 
 

@@ -42,6 +42,8 @@ class ModelShape(BaseModel):
     # fixed-size state of one sequence in the linear-attention layers (Gated DeltaNet: fp32 recurrent
     # state + bf16 convolution window), bytes; 0 for models without such layers
     linear_state_bytes_per_seq: int = 0
+    # how many of the decoder layers are linear-attention layers (0: none)
+    linear_layers: int = 0
 
     @classmethod
     def from_profile(cls, profile: Profile) -> ModelShape:
@@ -51,7 +53,8 @@ class ModelShape(BaseModel):
             attn = max(1, profile.decoder_layers // 4)
             state = (profile.decoder_layers - attn) * gdn_state_bytes()
         figures = profile.model_dump(include=set(_PROFILE_FIGURES))
-        return cls(**figures, attention_layers=attn, linear_state_bytes_per_seq=state)
+        linear = profile.decoder_layers - attn if attn else 0
+        return cls(**figures, attention_layers=attn, linear_state_bytes_per_seq=state, linear_layers=linear)
 
     def with_model_config(self, model_dir: Path) -> ModelShape:
         """This shape corrected by a local model folder's config.json (text_config for VLMs)."""
@@ -83,6 +86,7 @@ class ModelShape(BaseModel):
         if isinstance(types, list) and types:
             upd["attention_layers"] = max(1, sum(1 for t in types if t == "full_attention"))
             linear = sum(1 for t in types if t == "linear_attention")
+            upd["linear_layers"] = linear
             dims = {
                 k: text[k]
                 for k in (
@@ -107,6 +111,19 @@ class ModelShape(BaseModel):
     def kv_bytes_per_token(self, kv_dtype_bytes: int) -> int:
         return 2 * self.kv_layers * self.num_kv_heads * self.head_dim * kv_dtype_bytes
 
+    def hybrid_pool(self, kv_dtype_bytes: int, kernel_block: int = 16) -> HybridPool | None:
+        """How vLLM lays out the shared cache pool of a hybrid model (None for a model without linear
+        attention); `HybridPool` says what that costs a sequence."""
+        if not self.linear_layers or not self.linear_state_bytes_per_seq:
+            return None
+        return HybridPool.of(
+            attention_layers=self.kv_layers,
+            linear_layers=self.linear_layers,
+            attn_bytes_per_token_layer=self.kv_bytes_per_token(kv_dtype_bytes) // self.kv_layers,
+            state_bytes_per_layer=self.linear_state_bytes_per_seq // self.linear_layers,
+            kernel_block=kernel_block,
+        )
+
     def weight_bytes(self, fp8: bool) -> int:
         """Weights in GPU memory: with fp8 only the decoder's linear layers shrink to 1 byte."""
         embed = self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
@@ -129,3 +146,55 @@ def gdn_state_bytes(
     recurrent = num_value_heads * key_head_dim * value_head_dim * 4
     conv = (2 * num_key_heads * key_head_dim + num_value_heads * value_head_dim) * (conv_kernel_dim - 1) * BF16
     return recurrent + conv
+
+
+class HybridPool(BaseModel):
+    """vLLM's (0.26) one cache pool for a hybrid model, without prefix caching (`--no-enable-prefix-caching`).
+
+    Attention and linear-attention layers share blocks of one page size: an attention block is made long
+    enough (`block_tokens`, a multiple of the kernel's 16) that its page of one layer holds one layer's
+    linear-attention state (`Platform._align_hybrid_block_size`). Layers are grouped `group_size` to a
+    group (the fewer type's count, `_get_kv_cache_groups_uniform_page_size`); a block of the pool is a page
+    in each of the `group_size` layer slots. A sequence holds one block in every linear-attention group
+    (its state) and ceil(tokens / block_tokens) blocks in every attention group; block 0 is vLLM's null
+    block. So a page costs whole 500-1,000-token blocks, and the state costs a block a group, not its size
+    (two with prefix caching: `blocks`).
+    """
+
+    block_tokens: int
+    page_bytes: int  # one block of one layer slot
+    group_size: int
+    attention_groups: int
+    linear_groups: int
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        attention_layers: int,
+        linear_layers: int,
+        attn_bytes_per_token_layer: int,
+        state_bytes_per_layer: int,
+        kernel_block: int = 16,
+    ) -> HybridPool:
+        block = kernel_block * -(-state_bytes_per_layer // (kernel_block * attn_bytes_per_token_layer))
+        lo, hi = sorted((attention_layers, linear_layers))
+        group = hi if hi < lo * 1.5 else lo
+        return cls(
+            block_tokens=block,
+            page_bytes=block * attn_bytes_per_token_layer,
+            group_size=group,
+            attention_groups=-(-attention_layers // group),
+            linear_groups=-(-linear_layers // group),
+        )
+
+    @property
+    def block_bytes(self) -> int:
+        """Memory of one block of the pool (a page in every layer slot)."""
+        return self.page_bytes * self.group_size
+
+    def blocks(self, tokens: int, *, prefix_caching: bool = False) -> int:
+        """Blocks one sequence of `tokens` holds. With prefix caching vLLM runs the linear-attention layers in
+        its 'align' mode: a sequence holds the state block of its previous step beside the current one."""
+        states = 2 if prefix_caching else 1
+        return states * self.linear_groups + self.attention_groups * -(-tokens // self.block_tokens)

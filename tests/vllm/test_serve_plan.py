@@ -123,10 +123,23 @@ def test_hybrid_lean_plan_holds_the_linear_attention_state_of_every_page(tmp_pat
     # per layer: fp32 state 32 heads x 128 x 128, bf16 conv window (2*16*128 + 32*128) x 3
     per_layer = 32 * 128 * 128 * 4 + (2 * 16 * 128 + 32 * 128) * 3 * 2
     assert shape.kv_layers == 8 and shape.linear_state_bytes_per_seq == 24 * per_layer
-    plan = plan_replica(C2, shape, H200, memory="lean", concurrency=64)
-    assert plan.linear_state_bytes == 64 * 24 * per_layer
+    plan = plan_replica(C2, shape, H200, memory="lean", concurrency=64, prefix_caching=False)
+    # vLLM 0.26's pool: an attention block of one layer (4 KiB a token in bf16) as large as one layer's
+    # state -> 16 * ceil(per_layer / (16 * 4096)) = 528 tokens; 8 attention + 24 linear layers in groups
+    # of 8 (1 attention group, 3 linear ones); a block of the pool is a page in 8 layer slots
+    assert plan.block_tokens == 528
+    block = 528 * 4096 * 8
+    assert plan.linear_state_bytes == 64 * 3 * block  # one block a linear group a sequence
+    per_page = 3 + -(-plan.planned_tokens_per_page // 528)  # state blocks + the page's tokens in whole blocks
+    assert plan.kv_cache_bytes == (64 * per_page + 1) * block  # + vLLM's null block
     assert plan.kv_tokens >= 64 * plan.planned_tokens_per_page  # the state does not eat the pages' KV
-    assert "linear-attention state" in plan.describe()
+    assert "linear-attention state, blocks of 528 tokens" in plan.describe()
+    # fp8 KV halves an attention token, so a block holds twice the tokens
+    assert plan_replica(C2, shape, H200, memory="lean", quantization="fp8").block_tokens == 1056
+    # prefix caching ('align' mode): the state block of the step before is held beside the current one
+    cached = plan_replica(C2, shape, H200, memory="lean", concurrency=64)
+    assert cached.linear_state_bytes == 64 * 6 * block
+    assert cached.kv_cache_bytes == (64 * (per_page + 3) + 1) * block
     # a model without linear attention plans no state
     assert plan_replica(C1, S1, H200, memory="lean").linear_state_bytes == 0
 
