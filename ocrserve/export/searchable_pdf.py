@@ -1,7 +1,8 @@
 """Searchable PDF: the source's pages untouched, with an invisible text layer where the text is.
 
 - PDF sources: the original file's pages are kept as they are (their content streams are not
-  rewritten; the text goes into a content stream of its own). A page whose own text layer is usable
+  rewritten; the text goes into a content stream of its own), in a new PDF without the source's
+  active content: JavaScript, actions, embedded files, forms (export/inert.py says what goes). A page whose own text layer is usable
   (the lite engine's rule: ocrserve.ingest.pdf.textlayer.analyze_page, including an earlier
   invisible OCR layer that reads like text) keeps it and gets no second layer; a page whose text
   layer misses image regions gets text only for the blocks inside those regions.
@@ -34,6 +35,7 @@ from pathlib import Path
 from ocrserve.document import Document
 from ocrserve.errors import OcrserveError
 from ocrserve.export.glyphless import ASCENT, cid_to_gid_map, font_bytes, to_unicode_cmap
+from ocrserve.export.inert import inert_copy
 from ocrserve.export.text_layout import PlacedLine, page_layout
 from ocrserve.ingest.office import OFFICE_TYPES, pdf_for
 from ocrserve.ingest.pdf.chars import _Frame as PageFrame
@@ -144,9 +146,13 @@ def _pdf_source(doc: Document, path: Path, password: str | None) -> bytes:
     from ocrserve.ingest.pdf.textlayer import analyze_page
 
     try:
-        pdf = pdfium.PdfDocument(str(path), password=password)
+        source = pdfium.PdfDocument(str(path), password=password)
     except pdfium.PdfiumError as e:
         raise SearchablePdfError(f"{path}: cannot open the source PDF ({e})") from None
+    try:
+        pdf = inert_copy(source)  # the source's pages without its JavaScript, actions and attachments
+    finally:
+        source.close()
     try:
         plans = []
         for p in doc.pages:
@@ -169,7 +175,7 @@ def _pdf_source(doc: Document, path: Path, password: str | None) -> bytes:
         if not any(lines for _, _, lines in plans):
             for page, _, _ in plans:
                 page.close()
-            return path.read_bytes()  # nothing to add: the source as it is
+            return _save(pdf)  # nothing to add: the source's pages as they are
         return _write_layers(pdf, plans)
     finally:
         pdf.close()
