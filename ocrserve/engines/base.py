@@ -18,13 +18,16 @@ import asyncio
 import io
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from PIL import Image
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ocrserve.errors import OcrserveError
 from ocrserve.profiles import Profile
+
+if TYPE_CHECKING:
+    from ocrserve.ingest.pool import ResilientPool
 
 
 class PageInput:
@@ -219,6 +222,15 @@ class Engine(abc.ABC):
     def capacity(self) -> int:
         """How many pages this engine wants in flight at once (the pipeline's concurrency)."""
         return 1
+
+    def pool_workers(self) -> tuple[int, Callable[..., None], tuple] | None:
+        """For an engine whose pages run in worker processes it can share with the run's rendering (lite): the
+        processes it asks for, and the initializer (with its arguments) each must start with; None: it runs
+        no work there. A run that shares its pool then hands it over with `use_pool`."""
+        return None
+
+    def use_pool(self, pool: ResilientPool) -> None:  # noqa: B027 - an optional hook, for pool_workers' engines
+        """Run pages in `pool` from now on: the run's pool, made with pool_workers' initializer, closed by the run."""
 
     async def preflight(self) -> None:  # noqa: B027 - an optional hook: by default nothing to check
         """Raise EngineError when the engine cannot work at all (server down, key refused); default: nothing."""

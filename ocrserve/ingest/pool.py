@@ -218,19 +218,25 @@ class ResilientPool:
         fails, with WorkerCrash (WorkerTimeout)."""
         if kwargs:
             fn = partial(fn, **kwargs)
-        got, result = await self._attempt(fn, args)
+        return await self.run_within(self.task_timeout, fn, *args)
+
+    async def run_within(self, timeout: float | None, fn, *args):
+        """run(), with this task's own timeout (seconds; None: no limit) in place of the pool's."""
+        got, result = await self._attempt(fn, args, timeout)
         if got:
             return result
         solo = self._executor(1)
         try:
-            got, result = await self._attempt(fn, args, solo=solo)
+            got, result = await self._attempt(fn, args, timeout, solo=solo)
         finally:
             retire(solo, cancel_futures=False)
         if got:
             return result
         raise result
 
-    async def _attempt(self, fn, args, solo: ProcessPoolExecutor | None = None) -> tuple[bool, Any]:
+    async def _attempt(
+        self, fn, args, timeout: float | None, solo: ProcessPoolExecutor | None = None
+    ) -> tuple[bool, Any]:
         """(True, result) — or the task's own exception raised — when fn ran to its end; (False, error)
         when its pool broke under it or it was stuck (then the pool's processes are killed). Without
         `solo`, in the shared pool (a pool found broken or retired before the task was handed out is
@@ -254,10 +260,10 @@ class ResilientPool:
             if cf is None:
                 return False, WorkerCrash(CRASH_MESSAGE)
             procs = worker_processes(pool)
-            deadline = None if self.task_timeout is None else loop.time() + self.task_timeout
+            deadline = None if timeout is None else loop.time() + timeout
             fut = asyncio.wrap_future(cf)
             try:
-                await asyncio.wait({fut}, timeout=self.task_timeout)
+                await asyncio.wait({fut}, timeout=timeout)
             except asyncio.CancelledError:
                 fut.add_done_callback(_consume)
                 if not cf.cancel():  # already running: the slot stays taken until the worker is free
@@ -266,7 +272,7 @@ class ResilientPool:
                     if solo is not None:
                         kill_workers(pool, procs)
                     elif deadline is not None:  # a stuck one is still stopped at its own deadline
-                        loop.call_later(max(0.0, deadline - loop.time()), self._watchdog, cf, pool, procs)
+                        loop.call_later(max(0.0, deadline - loop.time()), self._watchdog, cf, pool, procs, timeout)
                 raise
             if fut.done():
                 try:
@@ -278,10 +284,10 @@ class ResilientPool:
             # stuck: a document pdfium loops on, or (rarely) a worker forked while another thread held a
             # lock. Kill the pool's processes: every task in it then fails with BrokenProcessPool and is
             # retried alone, this one too.
-            assert self.task_timeout is not None  # without a limit wait() returns only when it is done
+            assert timeout is not None  # without a limit wait() returns only when it is done
             log.warning(
                 "a worker was stuck for %g s (%s); killing %s",
-                self.task_timeout,
+                timeout,
                 getattr(fn, "__name__", "task"),
                 "its process" if solo is not None else "the pool's processes",
             )
@@ -289,16 +295,16 @@ class ResilientPool:
             fut.add_done_callback(_consume)
             if solo is None:
                 self._rebuild(gen)
-            return False, timeout_error(self.task_timeout)
+            return False, timeout_error(timeout)
         finally:
             if release:
                 self._slots.release()
 
-    def _watchdog(self, cf, pool: ProcessPoolExecutor, procs: list) -> None:
+    def _watchdog(self, cf, pool: ProcessPoolExecutor, procs: list, timeout: float | None) -> None:
         """A cancelled caller's task still running at its deadline: kill its pool and retire it."""
         if cf.done():
             return
-        log.warning("a worker was stuck for %g s on a cancelled task; killing the pool's processes", self.task_timeout)
+        log.warning("a worker was stuck for %g s on a cancelled task; killing the pool's processes", timeout)
         kill_workers(pool, procs)
         if self._pool is pool:
             self._rebuild(self._generation)
@@ -318,3 +324,16 @@ class ResilientPool:
         if self._pool is not None:
             retire(self._pool)
             self._pool = None
+
+
+def run_pool(settings, workers: int | None = None, initializer=None, initargs=()) -> ResilientPool:
+    """The worker pool of a run or a service, made here only: rendering, parsing, and the pages of an engine
+    that runs them in the run's pool (lite). `workers` processes (None: settings' render_workers; unset or
+    0: the CPU count, at most 8), settings' start method and task timeout (OCRSERVE_RENDER_TIMEOUT_S)."""
+    return ResilientPool(
+        default_workers(settings.render_workers if workers is None else workers, cap=8),
+        initializer,
+        initargs,
+        start_method=settings.mp_start,
+        task_timeout=default_task_timeout(settings),
+    )

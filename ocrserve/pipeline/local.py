@@ -25,7 +25,7 @@ from ocrserve.document import Page
 from ocrserve.engines import Engine, EngineResult, PageInput, create_engine
 from ocrserve.engines.base import engine_error
 from ocrserve.ingest.office import prepare_async as prepare_office
-from ocrserve.ingest.pool import ResilientPool, default_task_timeout, default_workers
+from ocrserve.ingest.pool import ResilientPool, default_workers, run_pool
 from ocrserve.ingest.raster import Budget, RenderedPage, SourceInfo, forget, open_source, render_page
 from ocrserve.ingest.sources import InputProblem, SourceFile, expand_sources, parse_page_ranges
 from ocrserve.pipeline import page as steps
@@ -103,11 +103,15 @@ class Converter:
             self.engine = self.rescue.wrap(self.engine)
         self.last_summary: RunSummary | None = None
         self._own_pool = pool is None
-        self.pool = pool or ResilientPool(
-            default_workers(opts.render_workers or 0, cap=8),
-            start_method=self.settings.mp_start,
-            task_timeout=default_task_timeout(self.settings),
+        # one pool of worker processes a run: an engine of its own that works in worker processes (lite) runs
+        # its pages in the run's pool, sized for the larger ask, its workers started with the engine's initializer
+        asks = self.engine.innermost().pool_workers() if self._own_engine and pool is None else None
+        workers, init, args = asks or (0, None, ())
+        self.pool = pool or run_pool(
+            self.settings, max(default_workers(opts.render_workers or 0, cap=8), workers), init, args
         )
+        if asks is not None:
+            self.engine.innermost().use_pool(self.pool)
         self.on_delta = on_delta
         cap = max(1, int(self.engine.capacity()))
         self.engine_sem = asyncio.Semaphore(cap)

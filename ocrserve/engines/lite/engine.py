@@ -22,6 +22,7 @@ import multiprocessing as mp
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +38,7 @@ from ocrserve.engines.registry import register_engine
 from ocrserve.ingest.pdf.chars import turn_box
 from ocrserve.ingest.pdf.document import PDFIUM_LOCK, on_close, open_pdf
 from ocrserve.ingest.pdf.textlayer import Line, analyze_page
-from ocrserve.ingest.pool import kill_workers, retire, worker_processes
+from ocrserve.ingest.pool import ResilientPool, WorkerCrash, WorkerTimeout, kill_workers, retire, worker_processes
 from ocrserve.profiles import Profile, load_profile
 
 log = logging.getLogger(__name__)
@@ -219,16 +220,27 @@ class LiteEngine(Engine):
         self._idle: list[_Worker] = []  # started workers waiting for a page
         self._live: set[_Worker] = set()  # every worker not yet closed (idle or running a page)
         self._gate: tuple[asyncio.AbstractEventLoop, asyncio.Semaphore] | None = None
+        self._pool: ResilientPool | None = None  # a run's pool, shared with its rendering (use_pool)
+
+    def pool_workers(self) -> tuple[int, Callable[..., None], tuple]:
+        """`workers` processes, each with RapidOCR's threads (the CPUs shared by the workers), warmed or not."""
+        return self.workers, _worker_init, (max(1, (os.cpu_count() or 1) // self.workers), self.warm)
+
+    def use_pool(self, pool: ResilientPool) -> None:
+        """Pages go to `pool` (a run's, made with pool_workers' initializer; the run closes it), not to workers
+        of the engine's own: a hanging page is stopped by the pool (its processes killed, the pages in it
+        tried again alone), after `timeout` seconds."""
+        self._pool = pool
 
     def _new_worker(self) -> _Worker:
-        threads = max(1, (os.cpu_count() or 1) // self.workers)
         from ocrserve.ingest.pool import _worker_init as _guard
         from ocrserve.ingest.pool import default_start_method
 
         # fork on Linux like the render pool: a user's script needs no __main__ guard (the parent never
         # loads RapidOCR; each worker loads its own); workers die with the parent
         start = self.mp_start or default_start_method()
-        return _Worker(mp.get_context(start), _guard, (_worker_init, (threads, self.warm)))
+        _, init, args = self.pool_workers()
+        return _Worker(mp.get_context(start), _guard, (init, args))
 
     def _take(self) -> _Worker:
         with self._lock:
@@ -270,6 +282,17 @@ class LiteEngine(Engine):
         except Exception as exc:  # noqa: BLE001 - engines never raise for a page
             return self._fail(page, f"{type(exc).__name__}: {exc}", t0)
         async with self._semaphore():
+            if self._pool is not None:
+                try:
+                    out = await self._pool.run_within(self.timeout, page_raw, task)
+                except WorkerTimeout:  # it hung twice (the second time alone)
+                    why = f"lite timed out after {self.timeout:g} s on this page (twice); its worker process was killed"
+                    return self._fail(page, why, t0)
+                except WorkerCrash:  # it took its worker down twice
+                    return self._fail(page, "lite worker died on this page (twice)", t0)
+                except Exception as exc:  # noqa: BLE001 - the page failed
+                    return self._fail(page, f"{type(exc).__name__}: {exc}", t0)
+                return await self._answer(out, t0, on_delta)
             worker = self._take()
             try:
                 fut = worker.executor.submit(page_raw, task)
@@ -294,6 +317,9 @@ class LiteEngine(Engine):
                 self._give_back(worker)
                 return self._fail(page, f"{type(exc).__name__}: {exc}", t0)
             self._give_back(worker)
+        return await self._answer(out, t0, on_delta)
+
+    async def _answer(self, out: dict, t0: float, on_delta: DeltaCallback | None) -> EngineResult:
         raw = out.pop("raw")
         if on_delta is not None and raw:
             res = on_delta(raw)
