@@ -36,7 +36,7 @@ from ocrserve.document import Document
 from ocrserve.engines import ENGINE_NAMES, Engine, create_engine, create_fallback, engine_for
 from ocrserve.errors import OcrserveError
 from ocrserve.export.formats import render_format
-from ocrserve.ingest.pool import ResilientPool, default_task_timeout, default_workers
+from ocrserve.ingest.pool import ResilientPool, run_pool
 from ocrserve.ingest.raster import DocumentError, open_source
 from ocrserve.ingest.sources import parse_page_ranges
 from ocrserve.pipeline.local import Converter
@@ -185,10 +185,7 @@ class DocumentService:
 
     def _pool_(self) -> ResilientPool:
         if self._pool is None:
-            s = self.settings
-            self._pool = ResilientPool(
-                default_workers(s.render_workers, cap=8), start_method=s.mp_start, task_timeout=default_task_timeout(s)
-            )
+            self._pool = run_pool(self.settings)
         return self._pool
 
     async def _input(

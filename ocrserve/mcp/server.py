@@ -60,6 +60,17 @@ HTML, JSON or retrieval chunks with the Chandra OCR models (or the CPU lite engi
 short document; for a long one, submit_job, then job_status until it is done, then job_result. A finished
 document's Markdown and JSON are also resources: ocrserve://documents/{id}/markdown and .../json."""
 
+# a finished document's resources: ocrserve://documents/{id}/<part>, its format, media type and description
+RESOURCES = (
+    ("markdown", "md", "text/markdown", "A finished document's Markdown"),
+    (
+        "json",
+        "json",
+        "application/json",
+        "A finished document's JSON (the Document: pages, blocks with labels and boxes)",
+    ),
+)
+
 
 def build_server(service: DocumentService, auth: Auth | None = None) -> MCPServer:
     server = MCPServer("ocrserve", instructions=INSTRUCTIONS, version=_version())
@@ -146,24 +157,19 @@ def build_server(service: DocumentService, auth: Auth | None = None) -> MCPServe
         except RequestError as e:
             raise ToolError(str(e)) from None
 
-    @server.resource(
-        "ocrserve://documents/{doc_id}/markdown",
-        name="document-markdown",
-        mime_type="text/markdown",
-        description="A finished document's Markdown",
-    )
-    async def document_markdown(doc_id: str, ctx: Context) -> str:
-        return _read(service, owner(ctx), doc_id, "md")
+    def reader(fmt: str):
+        async def read(doc_id: str, ctx: Context) -> str:
+            return _read(service, owner(ctx), doc_id, fmt)
 
-    @server.resource(
-        "ocrserve://documents/{doc_id}/json",
-        name="document-json",
-        mime_type="application/json",
-        description="A finished document's JSON (the Document: pages, blocks with labels and boxes)",
-    )
-    async def document_json(doc_id: str, ctx: Context) -> str:
-        return _read(service, owner(ctx), doc_id, "json")
+        return read
 
+    for part, fmt, mime_type, description in RESOURCES:
+        server.resource(
+            f"ocrserve://documents/{{doc_id}}/{part}",
+            name=f"document-{part}",
+            mime_type=mime_type,
+            description=description,
+        )(reader(fmt))
     return server
 
 
