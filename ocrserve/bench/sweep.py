@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ocrserve.bench.latency import latency_probe
 from ocrserve.bench.load import GpuMemory, encode_bodies, run_load, standard_pages
 from ocrserve.bench.shape_tokenizer import renumber_added_tokens
 from ocrserve.bench.sweep_report import machine_summary, write_sweep
@@ -321,17 +322,25 @@ class Sweep:
             conc = cfg.client_concurrency or cfg.concurrency
             # once this one is ready: the servers still starting beside its measurement
             res["measured_while_starting"] = [c.name for c, s in others if s.ready_s is None]
+            if cfg.latency_probe:
+                res["latency"] = asyncio.run(latency_probe(endpoints[0], model, profile, prefill_pngs[:5] or pngs[:5]))
             gpu.reset_total()
             if cfg.load:
                 load_pngs = pngs[: self._load_pages(cfg)]
                 res["load"] = measure(endpoints, encode_bodies(load_pngs, profile, model, self.spec.max_tokens), conc)
                 res["total_gpu_peak_gib_during_load"] = round(gpu.reset_total() / 1024, 2)
+            for c in cfg.curve:
+                n = min(len(pngs), c * cfg.curve_waves * len(endpoints))
+                point = measure(endpoints, encode_bodies(pngs[:n], profile, model, self.spec.max_tokens), c)
+                res.setdefault("curve", {})[str(c)] = point
             if cfg.prefill_probe and prefill_pngs:
                 res["prefill_only"] = measure(endpoints, encode_bodies(prefill_pngs, profile, model, 1), conc)
             if cfg.bench_modes:
                 res["bench"] = bench_config(cfg, endpoints[0], conc, self.spec.max_tokens)
-            res["ok"] = (res["load"]["failed"] == 0 if cfg.load else True) and all(
-                not m.get("failed") for m in (res.get("bench") or {}).get("modes", {}).values()
+            res["ok"] = (
+                (res["load"]["failed"] == 0 if cfg.load else True)
+                and all(not p.get("failed") for p in (res.get("curve") or {}).values())
+                and all(not m.get("failed") for m in (res.get("bench") or {}).get("modes", {}).values())
             )
         except Exception as e:  # noqa: BLE001 - a failing configuration is a result; the sweep goes on
             res["error"] = f"{type(e).__name__}: {e}"

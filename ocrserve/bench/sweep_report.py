@@ -117,6 +117,7 @@ def write_sweep(report: dict[str, Any], out: Path, name: str = "sweep") -> tuple
         ]
         for n, b in benches.items():
             lines.append("| " + " | ".join("" if v is None else str(v) for v in bench_row(n, b)) + " |")
+    lines += curve_lines(report) + latency_lines(report)
     lines += [
         "",
         "Server stage columns are vLLM's own per-request means over the load (/metrics deltas): "
@@ -153,3 +154,54 @@ def bench_row(name: str, b: dict[str, Any]) -> list[Any]:
         st.get("total_mean_ms"),
         (b.get("streaming_idle") or {}).get("ttft_median_s"),
     ]
+
+
+def curve_lines(report: dict[str, Any]) -> list[str]:
+    """Pages/s against requests in flight: each configuration's curve points and its main load."""
+    rows = []
+    for name, r in report["results"].items():
+        points = dict(r.get("curve") or {})
+        if r.get("load") and points:
+            points[str(r["load"].get("concurrency_per_endpoint"))] = r["load"]
+        for c, ld in sorted(points.items(), key=lambda kv: int(kv[0])):
+            srv = ld.get("server") or {}
+            rows.append(
+                f"| {name} | {c} | {ld.get('pages')} | {ld.get('pages_per_s')} | {ld.get('full_load_pages_per_s')} | "
+                f"{ld.get('latency_p50_s')} | {srv.get('queue_s')} | {srv.get('preemptions')} | {ld.get('failed')} |"
+            )
+    if not rows:
+        return []
+    head = [
+        "",
+        "Requests in flight against pages/s (one server a configuration; pages: this many distinct pre-encoded):",
+        "",
+        "| config | in flight | pages | pages/s | full-load pages/s | p50 s | vLLM queue s | preemptions | failed |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    return head + rows
+
+
+def latency_lines(report: dict[str, Any]) -> list[str]:
+    """The idle latency probe (bench/latency.py): medians per kind and the split of a page's first token."""
+    out = []
+    for name, r in report["results"].items():
+        lat = r.get("latency")
+        if not lat:
+            continue
+        out += [
+            "",
+            f"Idle latency, {name} ({lat['repeats']} requests a kind, streamed, after a warm-up; "
+            f"first block = the {lat['block_tokens']}th token):",
+            "",
+            "| kind | TTFT median s | first block median s | inter-token s | vLLM queue s | vLLM prefill s | vLLM TTFT s |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for kind in ("text", "tiny", "page"):
+            k, srv = lat.get(kind) or {}, (lat.get(kind) or {}).get("server") or {}
+            out.append(
+                f"| {kind} | {k.get('ttft_median_s')} | {k.get('block_median_s')} | {k.get('inter_token_s')} | "
+                f"{srv.get('queue_s')} | {srv.get('prefill_s')} | {srv.get('ttft_s')} |"
+            )
+        for what, v in (lat.get("split_s") or {}).items():
+            out.append(f"- {what}: {v} s")
+    return out

@@ -40,6 +40,14 @@ class SweepConfig(BaseModel):
     serve_args: list[str] = Field(default_factory=list, description="more `ocrserve serve` flags")
     vllm_args: list[str] = Field(default_factory=list, description="`vllm serve` flags (after --; they win)")
     prefill_probe: bool = Field(False, description="also measure max_tokens 1 (vision + prefill alone)")
+    latency_probe: bool = Field(
+        False,
+        description="first: time to first token and to a first block on the idle server, split (bench/latency.py)",
+    )
+    curve: list[int] = Field(
+        default_factory=list, description="more loads on the same server at these requests in flight per endpoint"
+    )
+    curve_waves: int = Field(4, ge=1, description="a curve point's pages: this many times its requests in flight")
     load: bool = Field(True, description="the pre-encoded load on the standard pages (off: only bench_modes)")
     bench_modes: list[Literal["pipeline", "plain", "ceiling", "stages"]] = Field(
         default_factory=list, description="`ocrserve bench` modes run against this server, side by side"

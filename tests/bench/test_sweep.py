@@ -361,3 +361,48 @@ def test_special_ids_a_borrowed_tokenizer_cannot_take_are_named(tmp_path, specia
     with pytest.raises(ValueError, match=error) as e:
         resolve_model(cfg, None, tmp_path / "work")
     assert "tokenizer_config.json" in str(e.value)
+
+
+def test_a_config_measures_a_concurrency_curve_and_the_idle_latency_split(tmp_path):
+    """`curve`: more loads on the same server at other requests in flight (pages = in flight x waves);
+    `latency_probe`: first, on the idle server, time to first token of the prompt alone, with a tiny image and
+    with a page, and to a first block; both in the JSON and the Markdown."""
+    spec = _spec(
+        tmp_path,
+        {
+            "pages": 8,
+            "max_tokens": 16,
+            "prefill_pages": 2,
+            "defaults": {"concurrency": 4},
+            "configs": [{"name": "c", "curve": [1, 2], "curve_waves": 3, "latency_probe": True}],
+        },
+    )
+    out = tmp_path / "out"
+    p = _sweep_standin(spec, tmp_path, 18481)
+    r = json.loads((out / "sweep.json").read_text())["results"]["c"]
+    assert p.returncode == 0 and r["ok"], (r.get("error"), p.stderr[-2000:])
+    assert {c: pt["pages"] for c, pt in r["curve"].items()} == {"1": 3, "2": 6}
+    assert {c: pt["concurrency_per_endpoint"] for c, pt in r["curve"].items()} == {"1": 1, "2": 2}
+    lat = r["latency"]
+    assert lat["repeats"] == 2 and lat["block_tokens"] == 40
+    for kind in ("tiny", "page"):
+        assert len(lat[kind]["ttft_s"]) == 2 and lat[kind]["ttft_median_s"] > 0
+    # the stand-in, stricter than vLLM, refuses a message without an image: recorded, the other kinds measured
+    assert "400" in lat["text"]["error"]
+    md = (out / "sweep.md").read_text()
+    assert "| c | 1 | 3 |" in md and "| c | 2 | 6 |" in md and "| c | 4 | 8 |" in md  # the main load is a point
+    assert "Idle latency, c" in md and "| page |" in md
+
+
+def test_the_latency_probes_text_kind_sends_no_image():
+    from ocrserve.bench.latency import probe_bodies
+    from ocrserve.profiles import load_profile
+
+    bodies = probe_bodies("chandra", load_profile("chandra-2"), b"\x89PNG page", 40)
+    parts = {
+        k: [p["type"] for m in b["messages"] if isinstance(m["content"], list) for p in m["content"]]
+        for k, b in bodies.items()
+    }
+    assert "image_url" not in parts["text"] and "text" in parts["text"]
+    assert parts["tiny"].count("image_url") == 1 and parts["page"].count("image_url") == 1
+    assert bodies["page"]["stream"] and bodies["page"]["ignore_eos"] and bodies["page"]["max_tokens"] == 40
