@@ -14,69 +14,59 @@ class ServiceError(OcrserveError):
     code = "error"
     reason: str | None = None
 
+    def __init_subclass__(cls, code: str | None = None, reason: str | None = None, **kwargs) -> None:
+        """`class TooLarge(ServiceError, code="too_large", reason="too_large")`: a kind with its code and reason."""
+        super().__init_subclass__(**kwargs)
+        if code is not None:
+            cls.code = code
+        if reason is not None:
+            cls.reason = reason
+
     def __init__(self, detail: str, headers: dict[str, str] | None = None) -> None:
         super().__init__(detail)
         self.detail = detail
         self.headers = headers or {}
 
 
-class BadInput(ServiceError):
+class BadInput(ServiceError, code="bad_input", reason="bad_input"):
     """The request is malformed: a body that cannot be read, a bad parameter."""
 
-    code, reason = "bad_input", "bad_input"
 
-
-class Unsupported(ServiceError):
+class Unsupported(ServiceError, code="unsupported", reason="bad_input"):
     """The request's body is not of a type the endpoint takes."""
 
-    code, reason = "unsupported", "bad_input"
 
-
-class BadDocument(ServiceError):
+class BadDocument(ServiceError, code="bad_document", reason="bad_input"):
     """The upload was read, but the document cannot be converted (not a document, empty, encrypted...)."""
 
-    code, reason = "bad_document", "bad_input"
 
-
-class TooLarge(ServiceError):
+class TooLarge(ServiceError, code="too_large", reason="too_large"):
     """The upload is over the size limit."""
 
-    code, reason = "too_large", "too_large"
 
-
-class TooManyPages(ServiceError):
+class TooManyPages(ServiceError, code="too_many_pages", reason="too_large"):
     """The upload selects more pages than one request may convert."""
 
-    code, reason = "too_many_pages", "too_large"
 
-
-class SlowUpload(ServiceError):
+class SlowUpload(ServiceError, code="slow_upload", reason="slow_upload"):
     """The body did not arrive within the upload deadline."""
 
-    code, reason = "slow_upload", "slow_upload"
 
-
-class Unauthorized(ServiceError):
-    code, reason = "unauthorized", "unauthorized"
-
+class Unauthorized(ServiceError, code="unauthorized", reason="unauthorized"):
     def __init__(self, detail: str) -> None:
         super().__init__(detail, headers={"WWW-Authenticate": "Bearer"})
 
 
-class NotFound(ServiceError):
-    code = "not_found"
+class NotFound(ServiceError, code="not_found"):
+    """No such resource (a job, a page, a document)."""
 
 
-class Conflict(ServiceError):
+class Conflict(ServiceError, code="conflict"):
     """The resource is not in a state for this (a job's result while it still runs)."""
 
-    code = "conflict"
 
-
-class Busy(ServiceError):
+class Busy(ServiceError, code="busy", reason="too_many"):
     """Refused for now (a key's concurrency, the job queue): retry after `retry_after` seconds."""
-
-    code, reason = "busy", "too_many"
 
     def __init__(self, detail: str, retry_after: int) -> None:
         self.retry_after = max(1, int(retry_after))
