@@ -7,6 +7,11 @@ resized to the client's fit with LANCZOS when that changes its size; an image is
 map to true page coordinates. The server's processor then snaps the image to its patch grid, as it
 does for upstream's requests.
 
+A gray page (every pixel R = G = B: most text pages, gray scans) is resized and written on its one
+channel: Pillow resamples each channel of an RGB image exactly as it does an L image, so the pixels are
+upstream's, for a third of the work (tests/ingest/test_gray_fit.py); decoded to RGB, the gray PNG is
+the same image.
+
 Deliberate differences from upstream, each tested (tests/ingest/test_fidelity.py): an image's EXIF
 orientation is applied (upstream sends a phone photo sideways), every TIFF frame is a page (upstream
 reads the first), and anything above the decompression-bomb limit is refused before decoding.
@@ -23,12 +28,12 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps
 
-from ocrserve.imagesize import Budget, client_fit_size, image_upscale_size, pdf_scale
+from ocrserve.imagesize import MAX_ASPECT, Budget, client_fit_size, image_upscale_size, pdf_scale
 from ocrserve.ingest import office
 from ocrserve.ingest.pdf.document import DocumentError, open_pdf
 from ocrserve.ingest.pdf.document import forget as forget  # re-exported: callers close a finished document here
 from ocrserve.ingest.sniff import describe_unknown, sniff_file
-from ocrserve.png import encode_pixels, encode_png
+from ocrserve.png import encode_pixels, encode_png, gray_channel
 
 
 @dataclass
@@ -59,6 +64,18 @@ def pdf_target(w: float, h: float, budget: Budget) -> tuple[int, int]:
 def image_target(w: int, h: int, budget: Budget) -> tuple[int, int]:
     """The size of the image sent for a w x h px image (upright)."""
     return client_fit_size(*image_upscale_size(w, h, budget), budget)
+
+
+def fit_pixels(a: np.ndarray, budget: Budget) -> np.ndarray:
+    """(H, W, 3) RGB pixels fitted as the client fits them (LANCZOS, when that changes the size): RGB, or
+    (H, W) gray when every pixel is gray, which is each channel of the RGB fit exactly."""
+    gray = gray_channel(a)
+    if gray is not None:
+        a = gray
+    size = client_fit_size(a.shape[1], a.shape[0], budget)
+    if size != (a.shape[1], a.shape[0]):
+        a = np.asarray(Image.fromarray(a, "L" if a.ndim == 2 else "RGB").resize(size, Image.Resampling.LANCZOS))
+    return a
 
 
 def _fit(img: Image.Image, budget: Budget) -> Image.Image:
@@ -130,8 +147,9 @@ def _flatten(page) -> None:
 def pdf_page_pixels(
     path: str, index: int, budget: Budget, password: str | None = None
 ) -> tuple[np.ndarray, float, float]:
-    """The page as the client sends it, as (H, W, 3) RGB pixels, and its size in points: rendered whole at
-    upstream's scale (flattened first, as upstream does), then fitted with LANCZOS when that changes its size."""
+    """The page as the client sends it, as (H, W, 3) RGB pixels or (H, W) for a gray page (fit_pixels), and
+    its size in points: rendered whole at upstream's scale (flattened first, as upstream does), then fitted
+    with LANCZOS when that changes its size."""
     doc = open_pdf(path, password)
     try:
         page = doc[index]
@@ -150,9 +168,7 @@ def pdf_page_pixels(
         a = bitmap.to_numpy()
         if a.ndim != 3 or a.shape[2] != 3:  # pdfium chose another format (a gray or alpha bitmap)
             a = np.asarray(bitmap.to_pil().convert("RGB"))
-        size = client_fit_size(a.shape[1], a.shape[0], budget)
-        if size != (a.shape[1], a.shape[0]):
-            a = np.asarray(Image.fromarray(a, "RGB").resize(size, Image.Resampling.LANCZOS))
+        a = fit_pixels(a, budget)
     finally:
         page.close()
     return a, float(w), float(h)
@@ -163,7 +179,8 @@ def pdf_page_image(
 ) -> tuple[Image.Image, float, float]:
     """pdf_page_pixels as a Pillow RGB image."""
     a, w, h = pdf_page_pixels(path, index, budget, password)
-    return Image.fromarray(a, "RGB"), w, h
+    img = Image.fromarray(a, "L" if a.ndim == 2 else "RGB")
+    return img.convert("RGB") if img.mode == "L" else img, w, h
 
 
 def render_pdf_page(path: str, index: int, budget: Budget, password: str | None = None) -> RenderedPage:
@@ -173,21 +190,47 @@ def render_pdf_page(path: str, index: int, budget: Budget, password: str | None 
     return RenderedPage(index, png, a.shape[1], a.shape[0], w, h, "pt", time.perf_counter() - t0)
 
 
+_WIDE_GRAY = ("I;16", "I;16L", "I;16B", "I;16N", "I")
+
+
+def _gray8(img: Image.Image) -> Image.Image:
+    """16- or 32-bit gray as 8-bit L, the values scaled (Pillow's convert clips them to white)."""
+    a = np.asarray(img, dtype=np.int64)
+    top = int(a.max()) if a.size else 0
+    if top > 255:
+        a = a * 255 // (65535 if top <= 65535 else top)
+    return Image.fromarray(np.clip(a, 0, 255).astype(np.uint8), "L")
+
+
 def to_rgb(img: Image.Image) -> Image.Image:
     """An image in RGB as upstream converts it (`convert("RGB")`), except 16- and 32-bit gray, which Pillow
     clips to white: their values are scaled to 8 bits instead (a deliberate difference)."""
-    if img.mode in ("I;16", "I;16L", "I;16B", "I;16N", "I"):
-        a = np.asarray(img, dtype=np.int64)
-        top = int(a.max()) if a.size else 0
-        if top > 255:
-            a = a * 255 // (65535 if top <= 65535 else top)
-        return Image.fromarray(np.clip(a, 0, 255).astype(np.uint8), "L").convert("RGB")
+    if img.mode in _WIDE_GRAY:
+        return _gray8(img).convert("RGB")
     return img if img.mode == "RGB" else img.convert("RGB")
 
 
+def to_channels(img: Image.Image) -> Image.Image:
+    """to_rgb's pixels in the channels they need: a gray image (L, bilevel, 16- or 32-bit gray) as L, whose
+    RGB conversion is to_rgb's image, so that it is resized on one channel; any other image in RGB."""
+    if img.mode in _WIDE_GRAY:
+        return _gray8(img)
+    if img.mode in ("L", "1"):
+        return img.convert("L") if img.mode == "1" else img
+    return to_rgb(img)
+
+
+# the upscale of a small image is done as upstream does (then fitted down) unless it would pass this many
+# times the pixel budget (about 100 MP): a 2,000 x 10 px strip would become 307,200 x 1,536 (0.5 GP,
+# seconds and gigabytes); it is resized straight to the size the two steps give
+_MAX_UPSCALE = 16
+
+
 def image_page(img: Image.Image, budget: Budget) -> Image.Image:
-    """An upright RGB image as the client sends it: small ones upscaled (LANCZOS), then fitted."""
+    """An upright RGB (or gray L) image as the client sends it: small ones upscaled (LANCZOS), then fitted."""
     size = image_upscale_size(img.width, img.height, budget)
+    if size[0] * size[1] > _MAX_UPSCALE * budget.max_pixels:  # a thin strip (10,000 x 10 px): gigapixels
+        return img.resize(client_fit_size(*size, budget), Image.Resampling.LANCZOS)  # in one step, same size
     if size != img.size:
         img = img.resize(size, Image.Resampling.LANCZOS)
     return _fit(img, budget)
@@ -199,8 +242,13 @@ def render_image_page(path: str, index: int, budget: Budget, max_image_pixels: i
     try:
         if index:
             img.seek(index)
-        img = to_rgb(ImageOps.exif_transpose(img))  # upright (upstream ignores EXIF orientation)
+        img = to_channels(ImageOps.exif_transpose(img))  # upright (upstream ignores EXIF orientation)
         w, h = img.size
+        if max(w, h) > MAX_ASPECT * min(w, h):
+            raise DocumentError(
+                f"image {w}x{h} px is too elongated to read (sides {max(w, h) / max(1, min(w, h)):.0f}:1; "
+                f"OCR reads images up to {MAX_ASPECT}:1)"
+            )
         img = image_page(img, budget)
         img.load()
     except DocumentError:

@@ -63,6 +63,25 @@ def test_pdf_pages_reach_the_model_as_upstream_sends_them(tmp_path, profile, kin
     assert (ours[0][-3:] < 128).any() and (ours[0][:, :3] < 128).any()
 
 
+@pytest.mark.parametrize("profile", PROFILES)
+def test_a_colour_pdf_page_reaches_the_model_as_upstream_sends_it(tmp_path, profile):
+    """A gray page is fitted on one channel, a colour one in RGB: both must give upstream's pixels."""
+    from reportlab.pdfgen import canvas
+
+    path = tmp_path / "colour.pdf"
+    c = canvas.Canvas(str(path), pagesize=PAGES["a4"])
+    c.drawString(36, 700, "a page with a blue box and red text")
+    c.setFillColorRGB(0.1, 0.4, 0.9)
+    c.rect(36, 500, 200, 120, fill=1)
+    c.setFillColorRGB(0.8, 0.1, 0.1)
+    c.drawString(36, 480, "red text under the box")
+    c.showPage()
+    c.save()
+    ours, theirs = _ours(path, profile), _upstream(path, profile, pdf=True)
+    assert not np.array_equal(ours[0][..., 0], ours[0][..., 2])  # colour reached the model
+    _same(ours[0], theirs[0], f"{profile} colour page")
+
+
 # name: (size, mode, format) — scans at 150/200/300 dpi (Letter), screenshots, small images, long strips,
 # gray, CMYK, palette, alpha
 IMAGES = {
