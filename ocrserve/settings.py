@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,16 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from ocrserve.configfile import config_path, top_level
+
+
+def user_data_dir() -> Path:
+    """The user's data folder for ocrserve: $XDG_DATA_HOME/ocrserve, else ~/.local/share/ocrserve (the
+    XDG rule, which platformdirs follows on Linux; on Windows %LOCALAPPDATA%/ocrserve)."""
+    if os.name == "nt" and os.environ.get("LOCALAPPDATA"):
+        return Path(os.environ["LOCALAPPDATA"]) / "ocrserve"
+    xdg = os.environ.get("XDG_DATA_HOME", "").strip()
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".local" / "share"
+    return base / "ocrserve"
 
 
 class ConfigFileSource(PydanticBaseSettingsSource):
@@ -86,8 +97,9 @@ class Settings(BaseSettings):
     api_keys: str = ""
     # API: file with one API key a line
     api_keys_file: Path | None = None
-    # API: data folder for jobs (SQLite and files)
-    data_dir: Path = Path("ocrserve-data")
+    # API: data folder for jobs (SQLite and files); default: the user's data folder,
+    # $XDG_DATA_HOME/ocrserve (~/.local/share/ocrserve), never the working directory
+    data_dir: Path = Field(default_factory=lambda: user_data_dir())
     # API: largest upload in bytes
     max_upload_bytes: int = 100 * 1024 * 1024
     # API: most pages in one upload
@@ -96,6 +108,9 @@ class Settings(BaseSettings):
     per_key_concurrency: int = 4
     # API: unfinished jobs (queued or running) a key may have; more are refused with 429
     per_key_jobs: int = 1000
+    # API: bytes of uploads a key may have in unfinished jobs (queued or running); a job past it is refused
+    # with 429 (a single upload over it with 413); 0 = no limit
+    per_key_job_bytes: int = Field(2 * 1024**3, ge=0)
     # API: unfinished jobs in the whole service; more are refused with 429 (backpressure)
     max_queued_jobs: int = 10000
     # API: jobs converted at once by the job worker (pages still share the engine's capacity)
@@ -117,6 +132,9 @@ class Settings(BaseSettings):
     api_body_timeout_s: float = Field(120.0, ge=0)
     # API: open connections (and requests) served at once; more are answered 503 by uvicorn; 0 = no cap
     api_max_connections: int = Field(1000, ge=0)
+    # API: bytes of Server-Sent Events a streamed conversion may have waiting for a client that does not
+    # read them; past it the client is dropped (its conversion stops, the connection is closed)
+    api_stream_buffer_bytes: int = Field(8 * 1024 * 1024, ge=1)
     # API: comma-separated origins allowed by CORS (e.g. https://app.example.com, or *); empty = no CORS
     # headers (browsers allow only same-origin pages, like the viewer)
     cors_origins: str = ""

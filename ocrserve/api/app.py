@@ -20,15 +20,19 @@ removed with their result; an expired job answers 404 like one that never existe
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import shutil
+import sqlite3
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import cast
 
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from ocrserve.api import errors as E
@@ -74,6 +78,25 @@ def startup_line(engine_name: str, model: str, data_dir: Path) -> str:
     return f"OCR API: engine {engine_name}{model_part}, data in {data_dir}"
 
 
+def _counted(store: JobStore, status: str) -> Callable[[], float]:
+    """A gauge's value: the jobs in a status, NaN while the store cannot tell (/metrics still answers)."""
+
+    def count() -> float:
+        try:
+            return float(store.count((status,)))
+        except sqlite3.Error:
+            return math.nan
+
+    return count
+
+
+def problem(status: int, detail: str, code: str, headers: dict[str, str] | None = None) -> Response:
+    """An error answer as every other: JSON {"detail", "code"} (ending with a newline, as JSONNewline
+    makes the others: this one may be sent from outside it)."""
+    body = json.dumps({"detail": detail, "code": code}) + "\n"
+    return Response(body, status_code=status, media_type="application/json", headers=headers)
+
+
 def create_app(settings: Settings | None = None, engine: Engine | str | None = None) -> FastAPI:
     """The API around one engine (an Engine, or a name for create_engine; default from settings)."""
     settings = settings or get_settings()
@@ -82,7 +105,7 @@ def create_app(settings: Settings | None = None, engine: Engine | str | None = N
     store = JobStore(Path(settings.data_dir), ttl_s=settings.job_ttl_s)
     uploads = Path(settings.data_dir) / "uploads"
     shutil.rmtree(uploads, ignore_errors=True)  # leftovers of sync requests of a stopped service
-    metrics = Metrics(queue_depth=lambda: store.count(("queued",)), jobs_running=lambda: store.count(("running",)))
+    metrics = Metrics(queue_depth=_counted(store, "queued"), jobs_running=_counted(store, "running"))
     ctx = Context(
         settings=settings,
         auth=auth,
@@ -151,6 +174,20 @@ def create_app(settings: Settings | None = None, engine: Engine | str | None = N
             allow_headers=["Authorization", "Content-Type"],
             expose_headers=["X-OCR-Status", "Location", "Retry-After"],
         )
+
+    @app.exception_handler(sqlite3.Error)
+    async def _store_error(request: Request, exc: sqlite3.Error):
+        log.error("job store: %s %s: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
+        return problem(
+            503,
+            f"the job store is unavailable ({exc}); retry later",
+            "store_unavailable",
+            {"Retry-After": str(settings.retry_after_s)},
+        )
+
+    @app.exception_handler(Exception)  # anything else: a JSON 500, never a text/plain one (and logged)
+    async def _internal(request: Request, exc: Exception):
+        return problem(500, f"internal error: {type(exc).__name__}", "internal")
 
     @app.exception_handler(E.ServiceError)
     async def _service_error(request: Request, exc: E.ServiceError):

@@ -3,6 +3,8 @@
     DATA/jobs.sqlite3            the jobs table
     DATA/jobs/<id>/input/<name>  the uploaded document (removed once the job has finished)
     DATA/jobs/<id>/result.json   the Document JSON once the job is done
+    DATA/jobs/<id>/job.json      the finished job's row (so a database restored from a backup gets it back)
+    DATA/jobs/<id>/images/       its figure crops (GET /v1/jobs/<id>/images/<name>)
 
 A job goes queued -> running -> done | failed. A service that stops (even killed) leaves its running
 jobs as `running`; `JobStore.recover()` at start puts them back to `queued`, so none is lost.
@@ -10,12 +12,18 @@ jobs as `running`; `JobStore.recover()` at start puts them back to `queued`, so 
 Retention: a finished job (done or failed) is kept `ttl_s` seconds after it finished, then it is
 expired: `get()` no longer sees it at once, and `expire()` (the service's periodic sweep) removes its
 row and folder. Queued and running jobs never expire. `tidy()` (at startup) removes what a stopped
-service may have left: job folders without a row, inputs of finished jobs.
+service may have left (inputs of finished jobs, folders of submissions that never got a row) and never a
+finished result: a folder with a result but no row (the database restored from a backup, or lost) is
+adopted again from its `job.json`, or left as it is.
+
+Every method is blocking (SQLite, files): the service calls them in a thread, never on its event loop.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import re
 import shutil
 import sqlite3
@@ -43,6 +51,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     pages_done INTEGER NOT NULL DEFAULT 0,
     pages_failed INTEGER NOT NULL DEFAULT 0,
     attempts INTEGER NOT NULL DEFAULT 0,
+    bytes INTEGER NOT NULL DEFAULT 0,
     error TEXT,
     created REAL NOT NULL,
     started REAL,
@@ -54,6 +63,9 @@ CREATE INDEX IF NOT EXISTS jobs_finished ON jobs (status, finished);
 """
 
 FINISHED = ("done", "failed")
+# the columns job.json keeps (never the input's path: that is where the folder is now)
+_META: tuple[str, ...] = ("id", "key", "filename", "pages", "pages_total", "pages_done", "pages_failed")
+_META += ("attempts", "bytes", "error", "created", "started", "finished")
 _JOB_ID = re.compile(r"[0-9a-f]{32}")
 
 
@@ -75,7 +87,8 @@ class Job(BaseModel):
 
 
 class JobStore:
-    """Thread-safe access to the jobs table (one connection, a lock; every call is short).
+    """Thread-safe access to the jobs table (a connection for writes and one for reads, each with its lock;
+    every call is short unless another process holds the database locked: then a write waits up to 5 s).
 
     ttl_s: seconds a finished job is kept after it finished (0 or less: kept until deleted).
     """
@@ -92,10 +105,20 @@ class JobStore:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA busy_timeout=5000")
         self._db.executescript(_SCHEMA)
+        if "bytes" not in {r[1] for r in self._db.execute("PRAGMA table_info(jobs)")}:  # a database made before
+            self._db.execute("ALTER TABLE jobs ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0")
+        # reads have a connection of their own: in WAL mode they go on while another process (or a write
+        # of ours, waiting up to busy_timeout for it) holds the write lock
+        self._rlock = threading.Lock()
+        self._rdb = sqlite3.connect(self.data_dir / "jobs.sqlite3", check_same_thread=False, isolation_level=None)
+        self._rdb.row_factory = sqlite3.Row
+        self._rdb.execute("PRAGMA busy_timeout=5000")
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+        with self._rlock:
+            self._rdb.close()
 
     # ---------------------------------------------------------------- paths
     def job_dir(self, job_id: str) -> Path:
@@ -107,6 +130,12 @@ class JobStore:
     def input_dir(self, job_id: str) -> Path:
         return self.job_dir(job_id) / "input"
 
+    def meta_path(self, job_id: str) -> Path:
+        return self.job_dir(job_id) / "job.json"
+
+    def images_dir(self, job_id: str) -> Path:
+        return self.job_dir(job_id) / "images"
+
     def pages_dir(self, job_id: str) -> Path:
         """Pages a running job has finished (kept for a resume until the job ends)."""
         return self.job_dir(job_id) / "pages"
@@ -115,13 +144,15 @@ class JobStore:
         return uuid.uuid4().hex
 
     # ---------------------------------------------------------------- writes
-    def add(self, job_id: str, key: str, filename: str, input_path: Path, pages: str | None, pages_total: int) -> Job:
+    def add(
+        self, job_id: str, key: str, filename: str, input_path: Path, pages: str | None, pages_total: int, size: int = 0
+    ) -> Job:
         now = time.time()
         with self._lock:
             self._db.execute(
-                "INSERT INTO jobs (id, key, status, filename, input_path, pages, pages_total, created) "
-                "VALUES (?, ?, 'queued', ?, ?, ?, ?, ?)",
-                (job_id, key, filename, str(input_path), pages, pages_total, now),
+                "INSERT INTO jobs (id, key, status, filename, input_path, pages, pages_total, bytes, created) "
+                "VALUES (?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
+                (job_id, key, filename, str(input_path), pages, pages_total, size, now),
             )
         job = self.get(job_id)
         assert job is not None
@@ -205,26 +236,63 @@ class JobStore:
             if len(ids) < batch:
                 return total
 
-    def tidy(self) -> tuple[int, int]:
-        """At startup, before any request or job runs: remove job folders that have no row (a service
-        stopped mid-submission or mid-deletion) and inputs of finished jobs (a service stopped right after
-        a job finished), with the pages kept for a resume. Returns (orphan folders removed, inputs removed)."""
+    def tidy(self) -> dict[str, int]:
+        """At startup, before any request or job runs: a job folder without a row is adopted again when it
+        holds a finished result and its `job.json` (a database restored from a backup), kept as it is when
+        it holds a result only, and removed otherwise (a service stopped mid-submission or mid-deletion);
+        inputs of finished jobs (a service stopped right after a job finished) go, with the pages kept for a
+        resume. Returns how many folders were removed, adopted, kept, and inputs removed."""
         with self._lock:
             status = dict(self._db.execute("SELECT id, status FROM jobs").fetchall())
-        orphans = inputs = 0
+        n = {"removed": 0, "adopted": 0, "kept": 0, "inputs": 0}
         for d in self.jobs_dir.iterdir():
             if not (d.is_dir() and _JOB_ID.fullmatch(d.name)):
                 continue
             st = status.get(d.name)
+            if st is None and self.result_path(d.name).is_file():
+                st = "done" if self._adopt(d.name) else None
+                n["adopted" if st else "kept"] += 1
+                if st is None:
+                    continue
             if st is None:
                 shutil.rmtree(d, ignore_errors=True)
-                orphans += 1
+                n["removed"] += 1
             elif st in FINISHED:
                 if self.input_dir(d.name).exists():
                     self.drop_input(d.name)
-                    inputs += 1
+                    n["inputs"] += 1
                 shutil.rmtree(self.pages_dir(d.name), ignore_errors=True)
-        return orphans, inputs
+        return n
+
+    def _adopt(self, job_id: str) -> bool:
+        """A finished job's row again, from the `job.json` written beside its result; False without one."""
+        try:
+            meta = json.loads(self.meta_path(job_id).read_text(encoding="utf-8"))
+            row = {k: meta[k] for k in _META if k in meta}
+            if row.get("id") != job_id or not isinstance(row.get("key"), str) or "filename" not in row:
+                return False
+            row.update(status="done", input_path=str(self.input_dir(job_id) / str(row["filename"])))
+            row.setdefault("created", row.get("finished") or time.time())
+            with self._lock:
+                self._db.execute(
+                    f"INSERT OR IGNORE INTO jobs ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
+                    list(row.values()),
+                )
+        except (OSError, ValueError, TypeError, sqlite3.Error) as e:
+            log.warning("job %s: a result without a row, kept as it is (%s)", job_id, e)
+            return False
+        return True
+
+    def write_meta(self, job_id: str, fields: dict[str, Any]) -> None:
+        """The finished job's row beside its result (atomic), for `tidy` to adopt it again."""
+        tmp = self.meta_path(job_id).with_suffix(".tmp")
+        tmp.write_text(json.dumps({k: fields[k] for k in _META if k in fields}), encoding="utf-8")
+        os.replace(tmp, self.meta_path(job_id))
+
+    def ping(self) -> None:
+        """Raises (sqlite3.Error) unless the jobs table can be read."""
+        with self._rlock:
+            self._rdb.execute("SELECT 1 FROM jobs LIMIT 1").fetchall()
 
     def _expired(self, row: sqlite3.Row) -> bool:
         return (
@@ -236,16 +304,24 @@ class JobStore:
 
     # ---------------------------------------------------------------- reads
     def get(self, job_id: str, key: str | None = None) -> Job | None:
-        with self._lock:
-            row = self._db.execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone()
+        with self._rlock:
+            row = self._rdb.execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone()
         if row is None or (key is not None and row["key"] != key) or self._expired(row):
             return None  # an expired job is gone, even before the sweep removes it
         return Job.model_validate({k: row[k] for k in row.keys() if k in Job.model_fields})
 
     def owner(self, job_id: str) -> str | None:
-        with self._lock:
-            row = self._db.execute("SELECT key, status, finished FROM jobs WHERE id=?", (job_id,)).fetchone()
+        with self._rlock:
+            row = self._rdb.execute("SELECT key, status, finished FROM jobs WHERE id=?", (job_id,)).fetchone()
         return row["key"] if row and not self._expired(row) else None
+
+    def queued_bytes(self, key: str) -> int:
+        """Bytes of uploads the key has in unfinished jobs (queued or running)."""
+        with self._rlock:
+            row = self._rdb.execute(
+                "SELECT COALESCE(SUM(bytes), 0) FROM jobs WHERE key=? AND status IN ('queued', 'running')", (key,)
+            ).fetchone()
+        return int(row[0])
 
     def count(self, status: tuple[str, ...] = ("queued", "running"), key: str | None = None) -> int:
         marks = ",".join("?" for _ in status)
@@ -254,5 +330,5 @@ class JobStore:
         if key is not None:
             sql += " AND key=?"
             args.append(key)
-        with self._lock:
-            return int(self._db.execute(sql, args).fetchone()[0])
+        with self._rlock:
+            return int(self._rdb.execute(sql, args).fetchone()[0])

@@ -34,7 +34,10 @@ class Metrics:
         )
         self.documents = Counter("ocrserve_documents", "Documents converted, by status.", ["status"], registry=r)
         self.failures = Counter(
-            "ocrserve_failures", "Failures, by kind (page, document, job, internal).", ["kind"], registry=r
+            "ocrserve_failures",
+            "Failures, by kind (page, document, job, internal; store: a job store call that failed, tried again).",
+            ["kind"],
+            registry=r,
         )
         self.rejected = Counter(
             "ocrserve_requests_rejected",

@@ -25,9 +25,17 @@ class Sweeper:
 
     async def startup(self) -> None:
         """Tidy and sweep once; run before the service takes requests."""
-        orphans, inputs = await asyncio.to_thread(self.store.tidy)
-        if orphans or inputs:
-            log.info("removed %d job folder(s) without a job and %d input(s) of finished jobs", orphans, inputs)
+        n = await asyncio.to_thread(self.store.tidy)
+        if n["removed"] or n["inputs"]:
+            log.info(
+                "removed %d job folder(s) without a job and %d input(s) of finished jobs", n["removed"], n["inputs"]
+            )
+        if n["adopted"]:
+            log.warning("%d finished job(s) found without a row (a restored database?): adopted again", n["adopted"])
+        if n["kept"]:
+            log.warning(
+                "%d job folder(s) hold a result but no job: kept as they are, under %s", n["kept"], self.store.jobs_dir
+            )
         await self.sweep()
 
     def start(self) -> None:

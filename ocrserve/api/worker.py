@@ -5,6 +5,12 @@ A finished job keeps its result; its input is removed at once. A job deleted whi
 kept in the job's `pages/` folder until the job ends, so a job interrupted by a stop (or a kill) goes
 on after the restart from where it was: only its missing pages are converted. An encrypted upload's
 password is kept in its input folder (owner-only file) and goes with the input when the job ends.
+
+The job store is SQLite, which another process may lock for a while (a backup, an operator's shell): every
+store call runs in a thread (never on the event loop: /healthz and the other routes go on answering), and a
+loop whose store call fails logs it, is not ready (`healthy()`, which /readyz asks), waits (0.5 s doubling
+to 30 s) and tries again: no loop dies of it. A finished job whose end cannot be recorded is tried again
+the same way.
 """
 
 from __future__ import annotations
@@ -14,8 +20,11 @@ import json
 import logging
 import os
 import shutil
+import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from ocrserve.api.jobs import JobStatus, JobStore
 from ocrserve.api.service import Checked, Service
@@ -23,12 +32,17 @@ from ocrserve.document import Document, Page
 from ocrserve.render import render_json
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+BACKOFF_S = (0.5, 30.0)  # a failing store call is tried again after 0.5 s, doubling up to 30 s
 
 
 class JobWorker:
     def __init__(self, service: Service, store: JobStore, workers: int) -> None:
         self.service, self.store = service, store
         self.n = max(1, int(workers))
+        self.store_error: str | None = None  # the last store call failed (cleared by the next that works)
         self.wake = asyncio.Event()
         self.running: dict[str, asyncio.Task] = {}
         self.deleted: set[str] = set()  # running jobs deleted, until their task has stopped
@@ -57,9 +71,38 @@ class JobWorker:
             self.deleted.add(job_id)
             t.cancel()
 
+    def healthy(self) -> str | None:
+        """None while every loop runs and the store answers; else what is wrong (for /readyz)."""
+        dead = sum(t.done() for t in self._loops)
+        if dead:
+            return f"{dead} of {len(self._loops)} job worker loop(s) stopped"
+        return f"job store: {self.store_error}" if self.store_error else None
+
+    async def _store(self, fn: Callable[..., T], *args: Any) -> T:
+        """fn(*args) in a thread, tried again (with a growing pause) while it fails and the service runs."""
+        pause = BACKOFF_S[0]
+        while True:
+            try:
+                out = await asyncio.to_thread(fn, *args)
+            except Exception as e:
+                if self.store_error is None:
+                    name = getattr(getattr(fn, "func", fn), "__name__", "call")
+                    log.exception("job store failed (%s); trying again every %g-%g s", name, *BACKOFF_S)
+                self.store_error = f"{type(e).__name__}: {e}"
+                self.service.metrics.failures.labels(kind="store").inc()
+                if self.stopping:
+                    raise
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, BACKOFF_S[1])
+                continue
+            if self.store_error is not None:
+                log.warning("job store answers again")
+                self.store_error = None
+            return out
+
     async def _loop(self) -> None:
         while not self.stopping:
-            job = self.store.claim()
+            job = await self._store(self.store.claim)
             if job is None:
                 self.wake.clear()
                 try:
@@ -93,6 +136,17 @@ class JobWorker:
         if known:
             log.info("job %s: %d page(s) kept from an interrupted run", job_id, len(known))
 
+        changed = asyncio.Event()
+
+        async def write_progress() -> None:  # the latest counts, in a thread: never the event loop
+            while True:
+                await changed.wait()
+                changed.clear()
+                try:
+                    await asyncio.to_thread(self.store.progress, job_id, counts["done"], counts["failed"])
+                except Exception as e:  # noqa: BLE001 - progress is a report: the next one may get through
+                    log.warning("job %s: cannot record its progress: %s", job_id, e)
+
         def on_page(index: int, status: str, page: Page | None = None) -> None:
             # kept before it is counted; only pages the model read (a fallback page, e.g. while the model
             # server was down, is asked of the model again after a restart)
@@ -103,7 +157,7 @@ class JobWorker:
                     log.warning("job %s: cannot keep page %d for a resume: %s", job_id, index + 1, e)
             counts["done"] += 1
             counts["failed"] += status == "failed"
-            self.store.progress(job_id, counts["done"], counts["failed"])
+            changed.set()
 
         path = Path(job["input_path"])
         password = await asyncio.to_thread(load_password, path.parent)
@@ -115,6 +169,7 @@ class JobWorker:
             selected=job["pages_total"],
             password=password,
         )
+        progress = asyncio.create_task(write_progress())
         try:
             result, interrupted = await self.service.convert(
                 checked, on_page=on_page, known_pages=known, owner=job["key"]
@@ -127,9 +182,11 @@ class JobWorker:
             self.service.metrics.failures.labels(kind="internal").inc()
             await self._finish(job_id, "failed", error=f"internal error: {e!r}")
             return
+        finally:
+            progress.cancel()
         if interrupted or result is None:
             if job_id not in self.deleted:
-                self.store.requeue(job_id)
+                await asyncio.to_thread(self.store.requeue, job_id)
                 log.info("job %s interrupted; back in the queue", job_id)
             return
         if job_id in self.deleted:
@@ -139,31 +196,35 @@ class JobWorker:
             await self._finish(job_id, "failed", error=result.error)
             return
         doc = result.document
+        end = {
+            **job,
+            "error": result.error,
+            "pages_done": len(doc.pages),
+            "pages_failed": sum(p.status == "failed" for p in doc.pages),
+        }
         try:
-            await asyncio.to_thread(self._write_result, job_id, doc)  # rendered there: off the event loop
+            await asyncio.to_thread(self._write_result, job_id, doc, end)  # rendered there: off the event loop
         except OSError as e:
             await self._finish(job_id, "failed", error=f"cannot write the result: {e}")
             return
         await self._finish(
-            job_id,
-            "done",
-            error=result.error,
-            pages_done=len(doc.pages),
-            pages_failed=sum(p.status == "failed" for p in doc.pages),
+            job_id, "done", error=result.error, pages_done=end["pages_done"], pages_failed=end["pages_failed"]
         )
 
     async def _finish(self, job_id: str, status: JobStatus, **kw: Any) -> None:
         """Record the job's end; its input goes (the result is what is kept). If this is interrupted
         before the input is gone, the next start's tidy removes it."""
-        if self.store.finish(job_id, status, **kw):
+        if await self._store(partial(self.store.finish, job_id, status, **kw)):
             await asyncio.to_thread(self.store.drop_input, job_id)
             await asyncio.to_thread(shutil.rmtree, self.store.pages_dir(job_id), True)
 
-    def _write_result(self, job_id: str, doc: Document) -> None:
+    def _write_result(self, job_id: str, doc: Document, end: dict[str, Any]) -> None:
         """In a thread, which runs to its end even if the job is cancelled meanwhile: a job deleted while
-        its result was written leaves no folder behind (the check comes after the write)."""
+        its result was written leaves no folder behind (the check comes after the write). The job's row
+        goes beside the result (job.json), so a database restored from a backup finds the job again."""
         try:
             _write_atomic(self.store.result_path(job_id), render_json(doc))
+            self.store.write_meta(job_id, {**end, "status": "done", "finished": time.time()})
         finally:
             if self.store.owner(job_id) is None:  # deleted meanwhile
                 shutil.rmtree(self.store.job_dir(job_id), ignore_errors=True)

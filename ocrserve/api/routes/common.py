@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 from typing import Annotated
+from urllib.parse import quote
 
 from fastapi import Query
 from fastapi.responses import Response
@@ -99,6 +100,14 @@ async def render(
     """The Document as a response, rendered off the event loop (a large document takes a while)."""
     body, media = await asyncio.to_thread(render_body, doc, fmt, keep_hf, source, password)
     return Response(body, media_type=media)
+
+
+def attachment(name: str) -> str:
+    """A Content-Disposition header naming a download: an ASCII `filename`, and for any other name the name
+    itself as `filename*` too (RFC 6266; a header is Latin-1, so a name like 报告.md needs it)."""
+    plain = "".join(c if " " <= c < "\x7f" and c not in '"\\' else "_" for c in name)
+    extended = f"; filename*=UTF-8''{quote(name, safe='')}" if plain != name else ""
+    return f'attachment; filename="{plain}"{extended}'
 
 
 def duration(seconds: float) -> str:

@@ -1,6 +1,9 @@
-"""/healthz (the process answers), /readyz (the engine answers), /metrics (Prometheus)."""
+"""/healthz (the process answers), /readyz (the engine, the job store and the job workers), /metrics (Prometheus)."""
 
 from __future__ import annotations
+
+import asyncio
+import sqlite3
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
@@ -18,11 +21,27 @@ async def healthz() -> dict:
 
 @router.get("/readyz")
 async def readyz(request: Request):
-    svc = context(request).service
-    ok = await svc.ready()
-    return JSONResponse({"ready": ok, "engine": svc.engine.name}, status_code=200 if ok else 503)
+    """Ready when the engine answers, the job store can be read and every job worker loop runs (a loop
+    waiting out a failing store is not ready: jobs would stay queued). `problems` says what is not."""
+    ctx = context(request)
+    svc = ctx.service
+    problems: list[str] = []
+    if not await svc.ready():
+        problems.append(f"engine {svc.engine.name} does not answer")
+    try:
+        await asyncio.to_thread(ctx.store.ping)
+    except sqlite3.Error as e:
+        problems.append(f"job store: {type(e).__name__}: {e}")
+    worker = ctx.worker.healthy()
+    if worker:
+        problems.append(worker)
+    ok = not problems
+    body = {"ready": ok, "engine": svc.engine.name, **({"problems": problems} if problems else {})}
+    return JSONResponse(body, status_code=200 if ok else 503)
 
 
 @router.get("/metrics")
 async def metrics(request: Request):
-    return Response(generate_latest(context(request).metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    # in a thread: the job gauges ask SQLite, which another process may hold locked for a while
+    body = await asyncio.to_thread(generate_latest, context(request).metrics.registry)
+    return Response(body, media_type=CONTENT_TYPE_LATEST)

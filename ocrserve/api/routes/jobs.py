@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse, Response
 
 from ocrserve.api.deps import Context, caller, context
-from ocrserve.api.errors import BadDocument, BadInput, Busy, Conflict, NotFound, shorten
+from ocrserve.api.errors import BadDocument, BadInput, Busy, Conflict, NotFound, TooLarge, shorten
 from ocrserve.api.jobs import Job
 from ocrserve.api.routes.common import (
     INPUT_DOC,
@@ -47,18 +47,31 @@ def _gone_hint(settings: Settings) -> str:
     )
 
 
-def _owned(ctx: Context, job_id: str, who: str) -> Job:
-    job = ctx.store.get(job_id, key=None if ctx.auth.open else who)
+async def _owned(ctx: Context, job_id: str, who: str) -> Job:
+    job = await asyncio.to_thread(ctx.store.get, job_id, None if ctx.auth.open else who)
     if job is None:
         raise NotFound(f"no job {shorten(job_id)}{_gone_hint(ctx.settings)}")
     return job
 
 
-def _room(ctx: Context, who: str) -> None:
-    s = ctx.settings
-    if ctx.store.count(key=who) >= s.per_key_jobs:
+def _room(ctx: Context, who: str, size: int = 0) -> None:
+    """In a thread (SQLite): 429 when the key's unfinished jobs, their bytes with this upload's `size`, or
+    the whole queue are at their limit; 413 for an upload that alone is over the key's bytes."""
+    s, store = ctx.settings, ctx.store
+    if store.count(key=who) >= s.per_key_jobs:
         raise Busy(f"this key has {s.per_key_jobs} unfinished jobs; retry later", s.retry_after_s)
-    if ctx.store.count() >= s.max_queued_jobs:
+    quota = s.per_key_job_bytes
+    if quota > 0:
+        if size > quota:
+            raise TooLarge(f"upload of {size} bytes: over this key's {quota} bytes of unfinished jobs")
+        held = store.queued_bytes(who)
+        if held + max(size, 1) > quota:
+            raise Busy(
+                f"this key has {held} bytes in unfinished jobs (its limit is {quota} bytes); retry when some "
+                "have finished",
+                s.retry_after_s,
+            )
+    if store.count() >= s.max_queued_jobs:
         raise Busy("the job queue is full; retry later", s.retry_after_s)
 
 
@@ -80,18 +93,21 @@ def build(settings: Settings) -> APIRouter:
         pages: str | None = Query(None, description="page ranges, e.g. 1-3,7"),
     ):
         ctx = context(request)
-        _room(ctx, who)
+        await asyncio.to_thread(_room, ctx, who)
         job_id = ctx.store.new_id()
         jdir = ctx.store.job_dir(job_id)
         try:
             up = await read_upload(
                 request, jdir / "input", ctx.settings.max_upload_bytes, ctx.settings.api_body_timeout_s
             )
+            size = (await asyncio.to_thread(up.path.stat)).st_size
+            await asyncio.to_thread(_room, ctx, who, size)
             checked = await ctx.service.inspect(up.path, up.filename, pages, up.password)
-            _room(ctx, who)
             if checked.password:
                 await asyncio.to_thread(save_password, up.path.parent, checked.password)
-            job = ctx.store.add(job_id, who, up.filename, up.path, checked.pages, checked.selected)
+            job = await asyncio.to_thread(
+                ctx.store.add, job_id, who, up.filename, up.path, checked.pages, checked.selected, size
+            )
         except BaseException:
             shutil.rmtree(jdir, ignore_errors=True)
             raise
@@ -109,7 +125,7 @@ def build(settings: Settings) -> APIRouter:
         description="The job's status (queued, running, done, failed) and progress.\n\n" + retention,
     )
     async def job_status(request: Request, job_id: str, who: str = Depends(caller)):
-        return _view(_owned(context(request), job_id, who))
+        return _view(await _owned(context(request), job_id, who))
 
     @router.get(
         "/v1/jobs/{job_id}/result",
@@ -127,7 +143,7 @@ def build(settings: Settings) -> APIRouter:
     )
     async def job_result(request: Request, job_id: str, who: str = Depends(caller), format: FormatQuery = "json"):
         ctx = context(request)
-        job = _owned(ctx, job_id, who)
+        job = await _owned(ctx, job_id, who)
         if job.status == "failed":
             raise BadDocument(f"job {job_id} failed: {job.error}")
         if job.status != "done":
@@ -162,9 +178,9 @@ def build(settings: Settings) -> APIRouter:
     )
     async def job_delete(request: Request, job_id: str, who: str = Depends(caller)):
         ctx = context(request)
-        _owned(ctx, job_id, who)
+        await _owned(ctx, job_id, who)
         ctx.worker.cancel(job_id)
-        ctx.store.delete(job_id)
+        await asyncio.to_thread(ctx.store.delete, job_id)
         return {"id": job_id, "deleted": True}
 
     return router

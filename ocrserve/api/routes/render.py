@@ -23,7 +23,7 @@ from starlette.datastructures import UploadFile
 
 from ocrserve.api.deps import caller, context
 from ocrserve.api.errors import BadInput, ServiceError, Unsupported
-from ocrserve.api.routes.common import FormatQuery, formats_doc, render
+from ocrserve.api.routes.common import FormatQuery, attachment, formats_doc, render
 from ocrserve.api.service import safe_filename
 from ocrserve.document import Document
 from ocrserve.export.formats import get_format, output_formats
@@ -106,7 +106,7 @@ async def render_document(request: Request, who: str = Depends(caller), format: 
         resp = await render(doc, format, ctx.settings.keep_headers_footers, source=source, password=password)
         stem = PurePosixPath(doc.source.path.replace("\\", "/")).stem or "document"
         name = safe_filename(stem + fmt.suffix)
-        resp.headers["Content-Disposition"] = f'attachment; filename="{name}"'
+        resp.headers["Content-Disposition"] = attachment(name)
         return resp
     except TimeoutError:
         raise BadInput(f"the request body did not arrive within {ctx.settings.api_body_timeout_s:g} s") from None
