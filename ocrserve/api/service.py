@@ -38,8 +38,8 @@ NAME_BYTES = 150  # an upload's name at most (UTF-8): room under the 255-byte li
 
 
 def _kept(c: str) -> bool:
-    """A letter, mark or digit of any script, or one of `._- `: kept in a file name."""
-    return c in "._- " or unicodedata.category(c)[0] in "LMN"
+    """A letter, mark or digit of any script, or one of `._- ()[]+,`: kept in a file name."""
+    return c in "._- ()[]+," or unicodedata.category(c)[0] in "LMN"
 
 
 def safe_filename(name: str | None) -> str:
