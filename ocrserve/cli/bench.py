@@ -33,6 +33,7 @@ def register(app: typer.Typer) -> None:
 
     @group.command("run")
     def bench(
+        ctx: typer.Context,
         corpus: str | None = typer.Argument(None, help="folder or PDF file of pages (or use --synthetic N)"),
         server: str = typer.Option(..., "--server", help="OpenAI-compatible server URL (vLLM)"),
         synthetic: int | None = typer.Option(
@@ -89,25 +90,15 @@ def register(app: typer.Typer) -> None:
         name = name or time.strftime("bench-%Y%m%d-%H%M%S")
         command = "ocrserve " + " ".join(shlex.quote(a) for a in sys.argv[1:])
         try:
-            report = run_bench(
-                server=server,
-                corpus=corpus,
-                synthetic=synthetic,
-                modes=mode_list,
-                model=model,
-                concurrency=concurrency,
-                plain_batch=plain_batch,
-                max_tokens=max_tokens,
-                ignore_eos=ignore_eos,
-                api_key=api_key or get_settings().api_key,
-                stream_probe=stream_probe,
-                gpu_peak_tflops=gpu_peak_tflops,
-                seed=seed,
-                command=command,
-                stage_pages=stage_pages,
-                plain_pages=plain_pages,
-                on_partial=lambda rep: write_report(rep, out, name),
-            )
+            # the options go to run_bench by name (server, corpus, concurrency, ...); these are decided here
+            decided = {
+                "modes": mode_list,
+                "api_key": api_key or get_settings().api_key,
+                "command": command,
+                "on_partial": lambda rep: write_report(rep, out, name),
+            }
+            given = {k: v for k, v in ctx.params.items() if k not in ("out", "name")}
+            report = run_bench(**(given | decided))
         except ValueError as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(2) from None

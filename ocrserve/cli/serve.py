@@ -176,24 +176,17 @@ def register(app: typer.Typer) -> None:
                 gpu_memory_utilization=gpu_memory_utilization,
                 **plan_kw,
             )
-            opts = ServeOptions(
-                model=model_ref(model, prof),
-                served_model_name=served_model_name,
-                gpus=gpu_ids,
-                parallel=parallel,
-                dp_backend=dp_backend,
-                router=router,
-                host=host,
-                port=port,
-                vllm_bin=vllm_bin or get_settings().vllm_bin,
-                load_format=load_format,
-                mm_processor_cache_gb=mm_cache_gb,
-                prefix_caching=prefix_caching,
-                enforce_eager=enforce_eager,
-                epd_encoders=epd_encoders,
-                extra_args=list(ctx.args),
-                renderer_workers=workers,
-            )
+            # the options ServeOptions takes as they are (served_model_name, parallel, host, port, ...), then the rest
+            same = {k: v for k, v in ctx.params.items() if k in ServeOptions.model_fields}
+            decided = {
+                "model": model_ref(model, prof),
+                "gpus": gpu_ids,
+                "vllm_bin": vllm_bin or get_settings().vllm_bin,
+                "mm_processor_cache_gb": mm_cache_gb,
+                "extra_args": list(ctx.args),
+                "renderer_workers": workers,
+            }
+            opts = ServeOptions(**(same | decided))
             layout = build_layout(opts, prof, plan)
         except ValueError as e:
             typer.echo(f"error: {e}", err=True)
