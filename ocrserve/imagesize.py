@@ -20,6 +20,11 @@ import math
 from dataclasses import dataclass
 
 
+# the most one side of an image may be longer than the other: the models' image processor (Qwen-VL's
+# smart_resize) refuses a longer strip, and the lite engine's detector squeezes one to nothing
+MAX_ASPECT = 200
+
+
 @dataclass(frozen=True)
 class Budget:
     """A profile's page-image sizes, small enough to send to the render workers."""
