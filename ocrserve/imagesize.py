@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-
 # the most one side of an image may be longer than the other: the models' image processor (Qwen-VL's
 # smart_resize) refuses a longer strip, and the lite engine's detector squeezes one to nothing
 MAX_ASPECT = 200
