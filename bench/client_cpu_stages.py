@@ -3,27 +3,49 @@ the pipeline's total (`ocrserve bench` pipeline mode, render workers included) a
 
     python -m bench.client_cpu_stages --pages 48 --out bench/results/client-cpu-stages --name after
     python -m bench.client_cpu_stages --pages 48 --legacy-png --name before   # the PNG encoder before issue 19
+    python -m bench.client_cpu_stages --model chandra-2 --baseline --name before-28   # the RGB fit before #28
 
+`--model` picks the profile (the stand-in then claims that model's checkpoint; its answers stay Chandra 1's).
 `--delay-s 20` makes the stand-in wait that long before each answer (a busy GPU server's latency):
 client CPU that grows with the run's length, not with its pages, shows there (`--modes pipeline`).
 
 `--legacy-png` puts back the page-image encoder of before (Pillow, RGB, compress_level 1) in this
-process and the render workers it forks, so both runs measure the same code otherwise.
+process and the render workers it forks, so both runs measure the same code otherwise; `--baseline`
+likewise puts back the code of before issue 28 (every page resized in RGB; pdfium loaded by a render
+worker on its first task, not when it starts).
+
+`--compare` runs both profiles, before (`--baseline`) and after, interleaved `--rounds` times in one
+process, and with `--first-request N` also times a conversion of an N-page PDF from its start to its
+first request (`ocrserve.convert`, the openai engine); it writes every run and summary.{json,md}.
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import shlex
+import statistics
 import sys
+import tempfile
+import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 from ocrserve.bench.runner import run_bench, write_report
 from ocrserve.bench.sampling import exclude_from_client
+from ocrserve.profiles import PROFILES
 from tests.fakes.standin import start_standin
 
 ROOT = Path(__file__).resolve().parents[1]
+CODE = {
+    "after": "this tree (a gray page fitted and written on one channel)",
+    "before": "before issue 28: every page resized in RGB, pdfium loaded on a worker's first task",
+    "legacy-png": "the page-image encoder of before issue 19 (Pillow, RGB, compress_level 1)",
+}
 
 
 def _legacy_png(img) -> bytes:
@@ -32,41 +54,149 @@ def _legacy_png(img) -> bytes:
     return buf.getvalue()
 
 
+def _rgb_fit(a, budget):
+    """The fit before issue 28: every page resized in RGB (the encoder then finds a gray page gray)."""
+    from PIL import Image
+
+    from ocrserve.ingest.raster import client_fit_size
+
+    size = client_fit_size(a.shape[1], a.shape[0], budget)
+    if size != (a.shape[1], a.shape[0]):
+        return np.asarray(Image.fromarray(a, "RGB").resize(size, Image.Resampling.LANCZOS))
+    return a
+
+
+@contextmanager
+def _code(legacy_png: bool = False, baseline: bool = False):
+    """The code measured: this tree's, or with the encoder of before #19 / the fit of before #28 put back (in
+    this process and the render workers it forks); restored on exit."""
+    from PIL import Image
+
+    from ocrserve.ingest import pool, raster
+
+    saved = {k: getattr(raster, k) for k in ("encode_png", "encode_pixels", "fit_pixels", "to_channels")}
+    load_pdfium = pool._load_pdfium
+    if legacy_png:
+        raster.encode_png = _legacy_png
+        raster.encode_pixels = lambda a: _legacy_png(Image.fromarray(a))
+    if baseline:
+        raster.fit_pixels = _rgb_fit
+        raster.to_channels = raster.to_rgb
+        pool._load_pdfium = lambda: None  # pdfium loaded on a worker's first task
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(raster, k, v)
+        pool._load_pdfium = load_pdfium
+
+
+def first_request_s(server: str, model: str, pages: int, work: Path) -> dict[str, float]:
+    """Seconds from the start of a conversion of a `pages`-page PDF to its first request, and to its end."""
+    import httpx
+
+    import ocrserve
+    from ocrserve.bench.synthetic import make_pdf
+
+    pdf = make_pdf(work / f"doc{pages}.pdf", pages, seed=pages)
+    first: list[float] = []
+    send = httpx.AsyncClient.send
+
+    async def spy(self, request, *args, **kwargs):
+        if request.method == "POST" and not first:
+            first.append(time.perf_counter())
+        return await send(self, request, *args, **kwargs)
+
+    httpx.AsyncClient.send = spy  # type: ignore[method-assign]
+    try:
+        t0 = time.perf_counter()
+        (res,) = ocrserve.convert([pdf], server=server, model=model, output_dir=str(work / f"out-{time.time_ns()}"))
+        end = time.perf_counter()
+    finally:
+        httpx.AsyncClient.send = send  # type: ignore[method-assign]
+    assert res.status == "ok", res.error
+    return {"first_request_s": round(first[0] - t0, 3), "whole_s": round(end - t0, 3), "pages": pages}
+
+
+def _one(a, model: str, name: str, server: str, work: Path, code: str) -> dict[str, Any]:
+    report = run_bench(
+        server=server,
+        synthetic=a.pages,
+        modes=a.modes.split(","),
+        model=model,
+        concurrency=a.concurrency,
+        max_tokens=a.max_tokens,
+        stream_probe=0,
+        command="python -m bench.client_cpu_stages " + shlex.join(sys.argv[1:]),
+    )
+    if a.first_request:
+        report["first_request"] = first_request_s(server, model, a.first_request, work)
+    report["standin_delay_s"] = a.delay_s
+    report["code"] = code
+    write_report(report, a.out, name)
+    return report
+
+
+def compare(a) -> None:
+    """Both profiles, before and after, interleaved rounds; the medians in summary.{json,md}."""
+    rows: dict[str, list[dict[str, Any]]] = {}
+    with tempfile.TemporaryDirectory(prefix="ccs-") as tmp:
+        for r in range(a.rounds):
+            for model in ("chandra-1", "chandra-2"):
+                with start_standin(delay_s=a.delay_s, root=PROFILES[model].checkpoint) as s:
+                    exclude_from_client(s.proc.pid)
+                    for variant in ("before", "after"):
+                        with _code(baseline=variant == "before"):
+                            rep = _one(a, model, f"{model}-{variant}-r{r}", s.url, Path(tmp), CODE[variant])
+                        st = rep.get("client_cpu_stages") or {}
+                        rows.setdefault(f"{model} {variant}", []).append(
+                            {
+                                "pipeline_ms": 1000 * rep["modes"]["pipeline"]["client_cpu_s_per_page"],
+                                **{k: v["mean_ms"] for k, v in (st.get("stages") or {}).items()},
+                                "stages_ms": st.get("total_mean_ms"),
+                                **(rep.get("first_request") or {}),
+                            }
+                        )
+    med = {k: {f: round(statistics.median(x[f] for x in v), 3) for f in v[0]} for k, v in rows.items()}
+    summary = {"command": "python -m bench.client_cpu_stages " + shlex.join(sys.argv[1:]), "runs": rows, "median": med}
+    (a.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    cols = list(next(iter(med.values())))
+    lines = ["| run | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    lines += [f"| {k} | " + " | ".join(str(v[c]) for c in cols) + " |" for k, v in med.items()]
+    (a.out / "summary.md").write_text(
+        "Medians over rounds (ms a page; first request and whole in s):\n\n" + "\n".join(lines) + "\n"
+    )
+    print("\n".join(lines))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pages", type=int, default=48)
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--max-tokens", type=int, default=1024)
+    ap.add_argument("--model", choices=sorted(PROFILES), default="chandra-1")
     ap.add_argument("--legacy-png", action="store_true")
+    ap.add_argument("--baseline", action="store_true", help="the fit of before issue 28 (RGB resize)")
+    ap.add_argument("--compare", action="store_true", help="both profiles, before and after, interleaved")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument(
+        "--first-request", type=int, default=0, help="also time a PDF of this many pages to its first request"
+    )
     ap.add_argument("--delay-s", type=float, default=0.0, help="the stand-in's wait before each answer")
     ap.add_argument("--modes", default="pipeline,stages")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/client-cpu-stages")
     ap.add_argument("--name", default="client-cpu-stages")
     a = ap.parse_args()
-    if a.legacy_png:
-        from PIL import Image
-
-        from ocrserve.ingest import raster
-
-        raster.encode_png = _legacy_png
-        raster.encode_pixels = lambda a: _legacy_png(Image.fromarray(a))
-    with start_standin(delay_s=a.delay_s) as s:
+    if a.compare:
+        a.out.mkdir(parents=True, exist_ok=True)
+        return compare(a)
+    with start_standin(delay_s=a.delay_s, root=PROFILES[a.model].checkpoint) as s:
         exclude_from_client(s.proc.pid)  # the stand-in is our child, not the client
-        report = run_bench(
-            server=s.url,
-            synthetic=a.pages,
-            modes=a.modes.split(","),
-            concurrency=a.concurrency,
-            max_tokens=a.max_tokens,
-            stream_probe=0,
-            command="python -m bench.client_cpu_stages " + shlex.join(sys.argv[1:]),
-        )
-    report["standin_delay_s"] = a.delay_s
-    report["png_encoder"] = (
-        "legacy: Pillow RGB compress_level 1" if a.legacy_png else "ocrserve.ingest.raster.encode_png"
-    )
-    jp, mp = write_report(report, a.out, a.name)
-    print(mp.read_text())
+        with _code(legacy_png=a.legacy_png, baseline=a.baseline), tempfile.TemporaryDirectory() as tmp:
+            code = "before" if a.baseline else "after"
+            code = "legacy-png" if a.legacy_png else code
+            _one(a, a.model, a.name, s.url, Path(tmp), CODE[code])
+    print((a.out / f"{a.name}.md").read_text())
 
 
 if __name__ == "__main__":
