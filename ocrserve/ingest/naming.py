@@ -13,6 +13,10 @@ A document keeps its plain name unless it is taken:
    names first (a folder tree stays whole beside a file named like one of its folders), then by
    name, a name written as the file is (x_.pdf before x#.pdf for `x_`), then by absolute path.
 
+A part of a name longer than MAX_NAME_BYTES (UTF-8) is cut there and ends in a short hash of the whole
+part (`fit_name`): the writer's own names (`.<name>.partial-<run>-<pid>`, `<name>.chunks.jsonl`, ...)
+add bytes to it, and a file name of 250 bytes would pass NAME_MAX (255) on its way to the output.
+
 A taken name gets a short hash of the file's absolute path (`report-1a2b3c4d`; under a folder that
 is another document's, on the top folder: `a-1a2b3c4d/b`). Whether another file's document under
 the name is really another document (or this one, moved: the same content) is decided once its
@@ -38,6 +42,24 @@ class Occupant:
 
 
 OccupantOf = Callable[[str], Occupant | None]
+
+
+# the most bytes a part of an output name takes: what the writer adds (a staging folder's 26 bytes, a
+# format's suffix and a temporary file's 27, a taken name's hash 9) stays within NAME_MAX (255)
+MAX_NAME_BYTES = 180
+
+
+def fit_name(name: str) -> str:
+    """`name` with each part of it at most MAX_NAME_BYTES long: a longer part cut (at a character) and
+    ended with a hash of the whole part, so two long names that start alike stay apart."""
+    parts = []
+    for part in name.split("/"):
+        raw = part.encode("utf-8", "surrogatepass")
+        if len(raw) > MAX_NAME_BYTES:
+            cut = raw[: MAX_NAME_BYTES - 9].decode("utf-8", "ignore").rstrip()
+            part = f"{cut}-{hashlib.sha1(raw).hexdigest()[:8]}"
+        parts.append(part)
+    return "/".join(parts)
 
 
 def path_hash(f: Path) -> str:
@@ -92,6 +114,7 @@ def assign_names(docs: list[tuple[Path, str, str]], occupant: OccupantOf | None 
 
     `occupant(name)` says what the output folder already holds under a name (None: nothing, or no
     output folder)."""
+    docs = [(f, fit_name(name), written) for f, name, written in docs]
     look = occupant or (lambda _name: None)
     memo: dict[str, Occupant | None] = {}
 

@@ -322,7 +322,12 @@ class Converter:
                     continue
                 staging = self.target.staging(src.name, self.run_id) if self.target is not None else None
                 if staging is not None:
-                    staging.mkdir(parents=True, exist_ok=True)
+                    try:
+                        staging.mkdir(parents=True, exist_ok=True)
+                    except OSError as e:  # this document's output cannot be written: it fails alone
+                        why = f"cannot write output: {e.strerror or e} ({e.filename or staging})"
+                        done_now(DocResult(name=src.name, path=str(src.path), status=DocStatus.FAILED, error=why))
+                        continue
                 st = _DocState(src=src, info=info, indices=indices, staging=staging)
                 states.append(st)
                 self.emit("doc_start", name=src.name, pages=len(indices))

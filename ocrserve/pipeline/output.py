@@ -11,9 +11,11 @@ failed (is_complete: the one rule, for the local and the Ray scheduler alike).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import tempfile
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -189,6 +191,18 @@ def write_document(
     else:
         os.replace(staging, final)
     return final
+
+
+def unwritable(out: Path) -> str | None:
+    """Why nothing can be written in the folder `out` (read-only, no permission, full), or None: a
+    folder is made there and removed, as each document's staging folder will be."""
+    try:
+        probe = tempfile.mkdtemp(prefix=".ocrserve-probe-", dir=out)
+    except OSError as e:
+        return f"cannot write in the folder ({e.strerror or e})"
+    with contextlib.suppress(OSError):
+        os.rmdir(probe)
+    return None
 
 
 def clean_stale_staging(out: Path) -> None:
