@@ -11,8 +11,7 @@ client CPU that grows with the run's length, not with its pages, shows there (`-
 
 `--legacy-png` puts back the page-image encoder of before (Pillow, RGB, compress_level 1) in this
 process and the render workers it forks, so both runs measure the same code otherwise; `--baseline`
-likewise puts back the code of before issue 28 (every page resized in RGB; pdfium loaded by a render
-worker on its first task, not when it starts).
+likewise puts back the fit of before issue 28 (every page resized in RGB).
 
 `--compare` runs both profiles, before (`--baseline`) and after, interleaved `--rounds` times in one
 process, and with `--first-request N` also times a conversion of an N-page PDF from its start to its
@@ -43,7 +42,7 @@ from tests.fakes.standin import start_standin
 ROOT = Path(__file__).resolve().parents[1]
 CODE = {
     "after": "this tree (a gray page fitted and written on one channel)",
-    "before": "before issue 28: every page resized in RGB, pdfium loaded on a worker's first task",
+    "before": "the fit of before issue 28 (every page resized in RGB)",
     "legacy-png": "the page-image encoder of before issue 19 (Pillow, RGB, compress_level 1)",
 }
 
@@ -72,23 +71,20 @@ def _code(legacy_png: bool = False, baseline: bool = False):
     this process and the render workers it forks); restored on exit."""
     from PIL import Image
 
-    from ocrserve.ingest import pool, raster
+    from ocrserve.ingest import raster
 
     saved = {k: getattr(raster, k) for k in ("encode_png", "encode_pixels", "fit_pixels", "to_channels")}
-    load_pdfium = pool._load_pdfium
     if legacy_png:
         raster.encode_png = _legacy_png
         raster.encode_pixels = lambda a: _legacy_png(Image.fromarray(a))
     if baseline:
         raster.fit_pixels = _rgb_fit
         raster.to_channels = raster.to_rgb
-        pool._load_pdfium = lambda: None  # pdfium loaded on a worker's first task
     try:
         yield
     finally:
         for k, v in saved.items():
             setattr(raster, k, v)
-        pool._load_pdfium = load_pdfium
 
 
 def first_request_s(server: str, model: str, pages: int, work: Path) -> dict[str, float]:

@@ -49,18 +49,11 @@ def default_start_method() -> str:
     return "fork"
 
 
-def _load_pdfium() -> None:
-    import pypdfium2  # noqa: F401
-
-
 def _worker_init(initializer, initargs) -> None:
-    """In each worker: die with the parent, leave SIGINT to the parent, SIGTERM ends the worker, and
-    pdfium loaded.
+    """In each worker: die with the parent, leave SIGINT to the parent, SIGTERM ends the worker.
 
     Forked workers inherit the parent's signal handlers (uvicorn's, the CLI's); without this a
-    worker could outlive a killed parent holding memory, or swallow SIGTERM. Loading pdfium here
-    (~40 ms of CPU; the parent never loads it) does it while the run opens its first document, not on
-    the first page's way to the server.
+    worker could outlive a killed parent holding memory, or swallow SIGTERM.
     """
     import signal
 
@@ -76,7 +69,6 @@ def _worker_init(initializer, initargs) -> None:
                 os._exit(1)
         except (OSError, AttributeError):
             pass
-    _load_pdfium()
     if initializer is not None:
         initializer(*initargs)
 

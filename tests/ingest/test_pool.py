@@ -337,17 +337,3 @@ async def test_a_cancelled_callers_stuck_task_retires_its_pool(tmp_path):
         assert await pool.run(_square, 6) == 36
     finally:
         pool.shutdown()
-
-
-def _pdfium_loaded() -> bool:
-    return "pypdfium2" in sys.modules
-
-
-async def test_a_worker_loads_pdfium_when_it_starts_not_on_its_first_page():
-    """The first page of a run is rendered by a worker that already has pdfium loaded (~40 ms of CPU at
-    its start, while the run opens its document, instead of on the first page's way to the server)."""
-    pool = ResilientPool(1, start_method="spawn")  # a fresh interpreter: nothing inherited from this one
-    try:
-        assert await pool.run(_pdfium_loaded)
-    finally:
-        pool.shutdown()
