@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import pickle
 import tempfile
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -176,29 +176,12 @@ def render_row(row: dict[str, Any], cfg: StageConfig) -> dict[str, Any]:
     except Exception as e:  # noqa: BLE001 - a page that cannot be rendered fails alone
         row["page_json"] = steps.render_failed(row["index"], e).model_dump_json()
         return row
-    row.update(
-        png=rp.png,
-        width=rp.width,
-        height=rp.height,
-        unit=rp.unit,
-        image_width=rp.image_width,
-        image_height=rp.image_height,
-        render_s=rp.render_s,
-    )
+    row.update(asdict(rp))  # its columns are RenderedPage's fields
     return row
 
 
 def rendered(row: dict[str, Any]) -> RenderedPage:
-    return RenderedPage(
-        index=row["index"],
-        png=row["png"],
-        image_width=row["image_width"],
-        image_height=row["image_height"],
-        width=row["width"],
-        height=row["height"],
-        unit=row["unit"],
-        render_s=row["render_s"],
-    )
+    return RenderedPage(**{f.name: row[f.name] for f in fields(RenderedPage)})
 
 
 def page_input(row: dict[str, Any], password: str | None) -> PageInput:
