@@ -29,6 +29,7 @@ from typing import Any
 from PIL import Image
 
 from ocrserve.engines.base import DeltaCallback, Engine, EngineError, EngineResult, PageInput
+from ocrserve.engines.lite.grid import scaled
 from ocrserve.engines.lite.layout import blocks_to_raw, build_blocks
 from ocrserve.engines.lite.ocrgeom import upright_ocr
 from ocrserve.engines.lite.options import LiteEngineOptions, default_workers
@@ -95,14 +96,14 @@ def page_raw(task: dict) -> dict:
                     found, rotation = upright_ocr(rendered, ocr_lines)
                     if rotation in (90, 270):
                         width, height = height, width
-                lines = [_scaled(l, 1 / scale, 0, 0) for l in found]
+                lines = [scaled(l, 1 / scale, 0, 0) for l in found]
             else:
                 for x0, y0, x1, y1 in report.ocr_regions:
                     box = (int(x0 * scale), int(y0 * scale), int(math.ceil(x1 * scale)), int(math.ceil(y1 * scale)))
                     found = ocr_lines(rendered.crop(box)) if box[2] - box[0] > 8 and box[3] - box[1] > 8 else []
                     found = [l for l in found if l.score >= 0.7]
                     if found:
-                        lines += [_scaled(l, 1 / scale, x0, y0) for l in found]
+                        lines += [scaled(l, 1 / scale, x0, y0) for l in found]
                     else:
                         figures.append((x0, y0, x1, y1))
         page.close()
@@ -125,10 +126,6 @@ def page_raw(task: dict) -> dict:
     raw = blocks_to_raw(blocks, width, height, opts.bbox_scale, opts.bbox_format)
     info["elapsed_s"] = time.perf_counter() - t0
     return {"raw": raw, **info}
-
-
-def _scaled(l: Line, f: float, dx: float, dy: float) -> Line:
-    return Line(l.text, l.x0 * f + dx, l.y0 * f + dy, l.x1 * f + dx, l.y1 * f + dy, l.size, l.bold, l.score)
 
 
 # ---------------------------------------------------------------- engine side

@@ -47,6 +47,18 @@ def _spread(row: list[Line], width: float) -> bool:
     return min(gaps) >= 0.08 * width and row[-1].x1 - row[0].x0 >= 0.45 * width
 
 
+def _grid_cells(rows: list[list[Line]]) -> set[int]:
+    """Lines of rows of three or more pieces next to another such row: a table's cells ("Item 41" on
+    each page of a long table repeats, but is no running header)."""
+    out: set[int] = set()
+    for k, row in enumerate(rows):
+        near = [rows[j] for j in (k - 1, k + 1) if 0 <= j < len(rows)]
+        h = max(l.h for l in row)
+        if len(row) >= 3 and any(len(r) >= 3 and abs(r[0].cy - row[0].cy) <= 3 * h for r in near):
+            out.update(id(l) for l in row)
+    return out
+
+
 def _edge_zone(lines: list[Line], height: float, small, *, bottom: bool) -> list[Line]:
     """The lines past the last (first) full-width blank strip of >= 2 line heights near the bottom
     (top) edge, when they are few, short and not larger than body text."""
@@ -128,8 +140,10 @@ def split_headers_footers(
                 if gap >= 1.5 * row[0].h:
                     side[id(row[0])] = row[0]
     if rep:
+        cells = _grid_cells(rows)
+        rep_ids = {id(l) for l in lines if normalise(l.text) in rep and id(l) not in cells}
         for l in lines:
-            if len(l.text) <= 120 and normalise(l.text) in rep and small(l):
+            if len(l.text) <= 120 and id(l) in rep_ids and small(l):
                 if l.y1 <= 0.2 * height:
                     top[id(l)] = l
                 elif l.y0 >= 0.8 * height:
@@ -146,10 +160,9 @@ def split_headers_footers(
         return [], lines, []
     body_top = min(l.y0 for l in rest)
     body_bottom = max(l.y1 for l in rest)
-    headers = [l for l in top.values() if l.y1 + 0.5 * l.h <= body_top or id(l) in sure or normalise(l.text) in rep]
-    footers = [
-        l for l in bottom.values() if l.y0 - 0.5 * l.h >= body_bottom or id(l) in sure or normalise(l.text) in rep
-    ]
+    rep_ids = rep_ids if rep else set()
+    headers = [l for l in top.values() if l.y1 + 0.5 * l.h <= body_top or id(l) in sure or id(l) in rep_ids]
+    footers = [l for l in bottom.values() if l.y0 - 0.5 * l.h >= body_bottom or id(l) in sure or id(l) in rep_ids]
     edge = {id(l) for l in headers} | {id(l) for l in footers}
     body = [l for l in lines if id(l) not in edge]
     return headers, body, footers

@@ -21,13 +21,14 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from statistics import median
 
+from ocrserve.engines.lite.grid import ocr_tables, region_tables
 from ocrserve.engines.lite.headers import metric as _metric
 from ocrserve.engines.lite.headers import split_headers_footers
 from ocrserve.engines.lite.marks import join_markers, section_heading, section_level
 from ocrserve.engines.lite.order import leaf_order as _leaf_order
 from ocrserve.engines.lite.order import reading_order
 from ocrserve.engines.lite.order import vfrac_overlap as _vfrac_overlap
-from ocrserve.engines.lite.tables import TableItem, detect_tables, table_html
+from ocrserve.engines.lite.tables import TableItem, table_html
 from ocrserve.ingest.pdf.bidi import mostly_rtl
 from ocrserve.ingest.pdf.textlayer import Line
 
@@ -194,12 +195,17 @@ def build_blocks(
     if sum(len(l.text) for l in rotated) > sum(len(l.text) for l in lines if not l.angle):
         rotated = []  # the page's text is mostly slanted (no 90-degree turn rights it): read it as it is
     taken = {id(l) for l in rotated}
-    lines = merge_fragments(join_markers([l for l in lines if id(l) not in taken]))
+    lines = [l for l in lines if id(l) not in taken]
+    pre_tables: list[TableItem] = []
+    if ocr and lines:  # OCR boxes are words or phrases: find the grid before joining them into lines
+        pre_tables, lines, rotated = ocr_tables(lines, width, median([l.h for l in lines]), rotated)
+    lines = merge_fragments(join_markers(lines))
     lh = median([l.h for l in lines]) if lines else 10.0
     body_metric = _weighted_median([(_metric(l), len(l.text)) for l in lines]) if lines else 1.0
     heading_ratio = 1.3 if ocr else 1.2
     headers, body, footers = split_headers_footers(lines, height, body_metric, running, width)
-    tables, body, rotated = detect_tables(body, width, lh, rotated)
+    tables, body, rotated = region_tables(body, width, lh, rotated)
+    tables = pre_tables + tables
     items: list[Item] = [*body, *tables, *(FigureItem(*f) for f in figures)]
     ordered = reading_order(items, max(0.8 * lh, 0.01 * width)) if items else []
 

@@ -50,3 +50,26 @@ def span(l: Line, cols: list[tuple[float, float]]) -> list[int]:
     if not out:
         out = [min(range(len(cols)), key=lambda k: abs((cols[k][0] + cols[k][1]) / 2 - l.cx))]
     return out
+
+
+def join_word_columns(cols: list[tuple[float, float]], run: list[list[Line]], gap: float) -> list[tuple[float, float]]:
+    """Neighbouring columns that are words of one cell: on the rows that have both they are mostly less
+    than `gap` apart (a word space, as OCR's word boxes measure it; never 1.5 times that), no row has the
+    right one alone
+    ("Item | 41" on every row of an OCR'd table is one column "Item 41")."""
+    k = 0
+    cols = list(cols)
+    while k + 1 < len(cols):
+        gaps, alone = [], False
+        for row in run:
+            left = [l for l in row if span(l, cols)[-1] == k]
+            right = [l for l in row if span(l, cols)[0] == k + 1]
+            if left and right:
+                gaps.append(min(l.x0 for l in right) - max(l.x1 for l in left))
+            elif right:
+                alone = True
+        if len(gaps) >= 2 and not alone and sorted(gaps)[len(gaps) // 2] < gap and max(gaps) < 1.5 * gap:
+            cols[k : k + 2] = [(cols[k][0], cols[k + 1][1])]
+            continue
+        k += 1
+    return cols

@@ -21,10 +21,11 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from ocrserve.engines.lite.table_columns import gutters, span
+from ocrserve.engines.lite.table_columns import gutters, join_word_columns, span
 from ocrserve.ingest.pdf.chars import rows_of
 from ocrserve.ingest.pdf.textlayer import Line
 
+_YEAR = re.compile(r"^\s*(19|20)\d\d\s*$")
 _NUMERIC = re.compile(r"^[\s$\u20ac\u00a3\u00a5(+\-\u2013\u2212]*[\d.,]+\s*[%)TBMKkx\u00d7]*\s*$")
 
 
@@ -78,9 +79,11 @@ def _is_num(text: str) -> bool:
 
 
 def detect_tables(
-    lines: list[Line], width: float, lh: float, rotated: list[Line] | None = None
+    lines: list[Line], width: float, lh: float, rotated: list[Line] | None = None, word_gap: float = 0.0
 ) -> tuple[list[TableItem], list[Line], list[Line]]:
-    """Tables among a page's upright lines -> (tables, lines not in a table, rotated lines not used)."""
+    """Tables among a page's upright lines -> (tables, lines not in a table, rotated lines not used).
+    `word_gap`: neighbouring columns never further apart than this (in line heights) are words of one
+    (OCR's word pieces, ocrserve.engines.lite.grid); 0: none."""
     rows = _rows(lines)
     rotated = list(rotated or [])
 
@@ -143,7 +146,7 @@ def detect_tables(
                 and not any(id(l) in used for l in rows[i - 1])
             ):
                 run.insert(0, rows[i - 1])
-            table = make_table(run, lh, rotated)
+            table = make_table(run, lh, rotated, word_gap)
             if table is not None:
                 tables.append(table)
                 used.update(id(c) for r in run for c in r)
@@ -175,11 +178,13 @@ def _continues(a: Line, b: Line, lh: float) -> bool:
     return gap <= 0.8 * lh and (b.size < 0.9 * a.size or b.x0 > a.x0 + 0.5 * lh)
 
 
-def make_table(run: list[list[Line]], lh: float, rotated: list[Line]) -> TableItem | None:
+def make_table(run: list[list[Line]], lh: float, rotated: list[Line], word_gap: float = 0.0) -> TableItem | None:
     cells = [c for r in run for c in r]
     hs = sorted(c.h for c in cells)
     lh = hs[len(hs) // 2]
     cols = gutters(cells, len(run), lh)
+    if word_gap:
+        cols = join_word_columns(cols, run, word_gap * lh)
     if len(cols) < 2:
         return None
     lengths = sorted(len(c.text) for c in cells)
@@ -280,9 +285,15 @@ def _header_rows(grid: list[dict[int, list[Line]]]) -> int:
     n = 0
     while n < min(4, len(grid) - 1) and not body_bold and bold(grid[n]):
         n += 1
+
+    def labels(g: dict[int, list[Line]]) -> bool:  # no numbers but years (column heads "2019", "2020")
+        return not any(_is_num(l.text) and not _YEAR.match(l.text) for ls in g.values() for l in ls)
+
     if n == 0 and sum(1 for g in grid if numeric(g)) >= 0.5 * len(grid):
         while n < min(3, len(grid) - 1) and not numeric(grid[n]):
             n += 1
+        if n == 0 and labels(grid[0]) and not labels(grid[1]) and len(grid[0]) >= 2:
+            n = 1
     return n
 
 
