@@ -18,25 +18,13 @@ import httpx
 import pytest
 
 from tests.fakes.standin import StandIn
-from tests.support.api import ApiProcess, shared_api
+from tests.support.api import ApiProcess, open_api
 from tests.support.helpers import blank_pdf, text_pdf
 
 PER_KEY = 2
 MAX_UPLOAD = 2_000_000
 MAX_PAGES = 5
-OPEN_ENV = {
-    "OCRSERVE_API_KEYS": "",
-    "OCRSERVE_PER_KEY_CONCURRENCY": str(PER_KEY),
-    "OCRSERVE_MAX_UPLOAD_BYTES": str(MAX_UPLOAD),
-    "OCRSERVE_MAX_PAGES": str(MAX_PAGES),
-    "OCRSERVE_RENDER_WORKERS": "1",
-    "OCRSERVE_FALLBACK": "false",
-}
-
-
-@pytest.fixture
-def api_open(standin: StandIn, tmp_path_factory, request) -> ApiProcess:
-    return shared_api("api_open", standin, OPEN_ENV, tmp_path_factory, request)
+api_open = open_api("api_open", per_key_concurrency=PER_KEY, max_upload_bytes=MAX_UPLOAD, max_pages=MAX_PAGES)
 
 
 @pytest.fixture(scope="module")

@@ -17,8 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.fakes.standin import StandIn
-from tests.support.api import KEYS, ApiProcess, H, parse_sse, shared_api
+from tests.support.api import KEYS, ApiProcess, H, open_api, parse_sse
 from tests.support.helpers import encrypted_pdf, text_pdf
 
 MAX_UPLOAD = 2_000_000
@@ -27,22 +26,15 @@ MAX_CONNECTIONS = 8
 BODY_TIMEOUT = 10
 HEADER_TIMEOUT = 3
 ORIGIN = "https://app.example.com"
-HOSTILE_ENV = {
-    "OCRSERVE_API_KEYS": "",
-    "OCRSERVE_PER_KEY_CONCURRENCY": str(PER_KEY),
-    "OCRSERVE_MAX_UPLOAD_BYTES": str(MAX_UPLOAD),
-    "OCRSERVE_API_BODY_TIMEOUT_S": str(BODY_TIMEOUT),
-    "OCRSERVE_API_HEADER_TIMEOUT_S": str(HEADER_TIMEOUT),
-    "OCRSERVE_API_MAX_CONNECTIONS": str(MAX_CONNECTIONS),
-    "OCRSERVE_CORS_ORIGINS": ORIGIN,
-    "OCRSERVE_RENDER_WORKERS": "1",
-    "OCRSERVE_FALLBACK": "false",
-}
-
-
-@pytest.fixture
-def api_hostile(standin: StandIn, tmp_path_factory, request) -> ApiProcess:
-    return shared_api("api_hostile", standin, HOSTILE_ENV, tmp_path_factory, request)
+api_hostile = open_api(
+    "api_hostile",
+    per_key_concurrency=PER_KEY,
+    max_upload_bytes=MAX_UPLOAD,
+    api_body_timeout_s=BODY_TIMEOUT,
+    api_header_timeout_s=HEADER_TIMEOUT,
+    api_max_connections=MAX_CONNECTIONS,
+    cors_origins=ORIGIN,
+)
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.fakes.standin import StandIn
 from tests.support.helpers import blank_pdf, image, text_pdf
@@ -143,6 +144,19 @@ def shared_api(name: str, standin: StandIn, env: dict[str, str], tmp_path_factor
         _SHARED[name] = proc
         request.config.add_cleanup(proc.stop)
     return proc
+
+
+def open_api(name: str, **knobs: object):
+    """A fixture (named `name`) of the session's API process `name` without keys (every client shares the key
+    "open"), one render worker and no fallback, and these Settings knobs (OCRSERVE_<KNOB>)."""
+    env = {"OCRSERVE_API_KEYS": "", "OCRSERVE_RENDER_WORKERS": "1", "OCRSERVE_FALLBACK": "false"}
+    env |= {f"OCRSERVE_{k.upper()}": str(v) for k, v in knobs.items()}
+
+    @pytest.fixture(name=name)
+    def api(standin: StandIn, tmp_path_factory, request) -> ApiProcess:
+        return shared_api(name, standin, env, tmp_path_factory, request)
+
+    return api
 
 
 def H(key: str = KEYS[0]) -> dict[str, str]:

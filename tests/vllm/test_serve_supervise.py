@@ -15,7 +15,7 @@ import pytest
 
 from ocrserve.vllm.launch import Layout, ProcessSpec
 from ocrserve.vllm.supervise import ServeError, Supervisor, diagnose, probe
-from tests.support.replicas import serve_argv
+from tests.support.replicas import serve_argv, wait_until
 
 FAKE = Path(__file__).resolve().parents[1] / "fakes" / "fake_vllm.py"
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,15 +41,6 @@ def pids(pidfile: Path) -> list[int]:
 def no_orphans(pidfile: Path) -> bool:
     """Every process the fake servers started is gone (SIGKILL lands asynchronously: allow 5 s)."""
     return wait_until(lambda: not [p for p in pids(pidfile) if alive(p)], 5.0)
-
-
-def wait_until(cond, timeout: float = 20.0) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return True
-        time.sleep(0.1)
-    return cond()
 
 
 @pytest.fixture
