@@ -5,13 +5,20 @@ as the model expects it: one user turn, the page PNG as a data URL first, then t
 byte for byte, with the profile's sampling (engines/chat.py builds it: the base64 image spliced into a
 cached JSON template). The HTTP side (URL, answers, errors) is openai_http.py; the server's model list
 (preflight, the served model's profile and name) openai_models.py; several servers as one engine is
-openai_multi.py; the loop / cut-off ladder is policy.py.
+openai_multi.py; a page's attempts over them openai_page.py; the loop / cut-off ladder is policy.py.
 
 Retries (the engine owns them; it never raises for a page):
 - a repetition loop or an answer cut off at max_tokens -> again with the profile's retry sampling,
   up to `profile.max_retries` times; then ok=False with the last answer in `extra["last_raw"]`;
-- connection errors, timeouts, 5xx, 429 and 408 -> exponential backoff with jitter (Retry-After
-  honoured), up to `max_connection_retries` times;
+- connection errors, timeouts, 5xx, 429 and 408, and an answer past its bounds -> exponential backoff
+  with jitter (Retry-After honoured), up to `max_connection_retries` times; with several servers the
+  next attempt goes to another one at once;
+- each request has a total deadline (`deadline()`: 60 s + max_tokens / 8, at least 600 s, or the
+  `timeout` option), and an answer is capped at what max_tokens allows (openai_http.py: its bytes, its
+  completion_tokens); past either, the attempt failed;
+- a circuit breaker a server (openai_breaker.py): after `down_after` requests in a row it did not
+  answer, no page goes to it until a probe answers; with every server's breaker open a page fails at
+  once (the fallback takes it) instead of paying its own backoff ladder;
 - 400 "max_tokens is too large" (vLLM: prompt + max_tokens > max_model_len) -> max_tokens lowered to
   what the server has room for, once; the engine also learns the server's max_model_len and the
   prompt's token overhead so later pages are sized right from the start;
@@ -26,7 +33,6 @@ that only appends is unaffected). The final `EngineResult.raw` is always the aut
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import random
 import re
@@ -37,20 +43,21 @@ import httpx
 from pydantic import Field
 
 from ocrserve.engines.base import DeltaCallback, Engine, EngineOptions, EngineResult, PageInput
-from ocrserve.engines.chat import BodyTemplate, image_mime
+from ocrserve.engines.chat import BodyTemplate
 from ocrserve.engines.deltas import Deltas
+from ocrserve.engines.openai_breaker import Breaker
 from ocrserve.engines.openai_http import (
     Answer,
     Fatal,
     Retry,
     check_status,
     normalize_base_url,
-    parse_json,
     parse_retry_after,
     parse_sse,
-    png_size,
+    read_json,
 )
 from ocrserve.engines.openai_models import first_served, models_ready, preflight_card, profile_for_card
+from ocrserve.engines.openai_page import ocr_page
 from ocrserve.engines.policy import Ladder
 from ocrserve.engines.registry import register_engine
 from ocrserve.profiles import Profile, load_profile
@@ -101,12 +108,22 @@ class OpenAIOptions(EngineOptions):
     timeout: float | None = Field(
         None,
         gt=0,
-        description="seconds a request may take (streamed: between two "
-        "pieces); unset: 600, or for a whole answer 60 + max_tokens / 8",
+        description="seconds a request may take in all (its deadline, streamed or not); "
+        "unset: 60 + max_tokens / 8 of the request, at least 600",
     )
-    max_connection_retries: int = Field(5, ge=0, description="connection errors / 5xx answers before a page fails")
+    max_connection_retries: int = Field(
+        5,
+        ge=0,
+        description="failed requests (connection errors, 5xx, deadlines, oversized answers) before a page fails",
+    )
     backoff_s: float = Field(0.5, ge=0, description="first wait before a request is sent again (doubling)")
     max_backoff_s: float = Field(30.0, ge=0, description="longest wait between two tries")
+    down_after: int = Field(
+        3, ge=1, description="requests in a row a server did not answer before it counts as down (circuit breaker)"
+    )
+    down_cooldown_s: float = Field(
+        2.0, ge=0, description="seconds a down server gets no page before one probes it (doubling, at most 60)"
+    )
 
 
 @register_engine
@@ -130,7 +147,8 @@ class OpenAIEngine(Engine):
         self.max_tokens = o.max_tokens
         self.max_retries = o.max_retries  # retries of a looping answer (None: the profile's)
         self.ignore_eos = o.ignore_eos
-        self.timeout = float(o.timeout or self._default_timeout())
+        self.timeout_given = o.timeout
+        self.timeout = self.deadline(self.max_tokens or self.profile.sampling.max_tokens)
         self.max_connection_retries = o.max_connection_retries
         self.backoff_s = o.backoff_s
         self.max_backoff_s = o.max_backoff_s
@@ -139,6 +157,7 @@ class OpenAIEngine(Engine):
         self._session: _Session | None = None
         self.max_model_len: int | None = None  # from /v1/models (vLLM) or a 400 answer
         self._prompt_overhead: int | None = None  # prompt tokens beyond the image's, learned from usage
+        self.breaker = Breaker(self.base_url, o.down_after, o.down_cooldown_s)
 
     @classmethod
     def create(cls, profile: Profile | str | None, options: EngineOptions) -> Engine:
@@ -153,14 +172,13 @@ class OpenAIEngine(Engine):
 
     # ------------------------------------------------------------------ setup
 
-    def _default_timeout(self) -> float:
-        """A whole (non-streamed) answer arrives only when the page is done: give the longest page the
-        profile allows time at a slow 8 tokens/s a request (a busy server, a small GPU). A streamed
-        request's timeout holds between two pieces: 600 s is ample."""
-        if self.stream:
-            return 600.0
-        budget = self.max_tokens or self.profile.sampling.max_tokens or 0
-        return max(600.0, 60.0 + budget / 8.0)
+    def deadline(self, max_tokens: int) -> float:
+        """Seconds one request asking for max_tokens may take in all, streamed or not: the `timeout`
+        option when given, else time for the whole answer at a slow 8 tokens/s (a busy server, a small
+        GPU) after 60 s for the queue and the prefill, at least 600 s: 1,608 s at Chandra 2's 12,384."""
+        if self.timeout_given:
+            return float(self.timeout_given)
+        return max(600.0, 60.0 + max_tokens / 8.0)
 
     def capacity(self) -> int:
         return self._concurrency
@@ -248,86 +266,77 @@ class OpenAIEngine(Engine):
                 want = max(1, room)
         return want
 
-    async def _send(self, client: httpx.AsyncClient, body: bytes, stream: bool, on_delta: Deltas | None) -> Answer:
+    async def _send(
+        self, client: httpx.AsyncClient, body: bytes, stream: bool, on_delta: Deltas | None, max_tokens: int
+    ) -> Answer:
+        deadline = self.deadline(max_tokens)
         try:
-            if not stream:
-                r = await client.post("/chat/completions", content=body)
-                check_status(r)
-                return parse_json(r)
-            async with client.stream("POST", "/chat/completions", content=body) as r:
-                if r.status_code != 200:
-                    await r.aread()
-                    check_status(r)
-                return await parse_sse(r, on_delta)
+            async with asyncio.timeout(deadline):
+                async with client.stream("POST", "/chat/completions", content=body) as r:
+                    if r.status_code != 200:
+                        await r.aread()
+                        check_status(r)
+                    return await (parse_sse(r, on_delta, max_tokens) if stream else read_json(r, max_tokens))
+        except TimeoutError:
+            raise Retry(
+                f"timed out: no complete answer within the request's deadline of {deadline:g} s", down=True
+            ) from None
         except httpx.TimeoutException as e:
-            raise Retry(f"timed out ({type(e).__name__}) after {self.timeout:g} s") from None
+            raise Retry(f"timed out ({type(e).__name__}) after {self.timeout:g} s", down=True) from None
         except httpx.HTTPError as e:
-            raise Retry(f"{type(e).__name__}: {e or 'connection failed'}") from None
+            raise Retry(f"{type(e).__name__}: {e or 'connection failed'}", down=True) from None
 
     # ------------------------------------------------------------------ one page
 
     async def ocr(self, page: PageInput, *, on_delta: DeltaCallback | None = None) -> EngineResult:
-        ladder = Ladder(self.name, self.profile, ignore_eos=self.ignore_eos, max_retries=self.max_retries)
-        conn_failures = 0
-        max_tokens_limit: int | None = None
-        stream = self.stream or on_delta is not None
-        deltas = Deltas(on_delta) if on_delta is not None else None
+        return await ocr_page([self], page, on_delta)
+
+    async def attempt(
+        self,
+        ladder: Ladder,
+        size: tuple[int, int] | None,
+        mime: str,
+        b64: bytes,
+        limit: int | None,
+        stream: bool,
+        deltas: Deltas | None,
+    ) -> tuple[Answer, int]:
+        """One request for a page to this server: (the answer, the max_tokens it asked for); Retry or
+        Fatal when there is none. The server's breaker hears how it went."""
+        probe = self.breaker.take()
         try:
             session = self._session_now()
-            data = page.png_bytes()
-            mime = image_mime(data)
-            size = page.image_size or png_size(data)
-            b64 = base64.b64encode(data)
-        except Exception as e:  # noqa: BLE001 - a page we cannot even encode fails, never raises
-            return ladder.failed(f"cannot encode the page image: {e}")
-        while True:
-            attempts = ladder.begin()
-            try:
-                model = await self._model(session)
-                max_tokens = self._max_tokens_for(size, max_tokens_limit)
-                body = self._body.render(model, ladder.sampling(), max_tokens, stream, mime, b64)
-                if deltas is not None:
-                    await deltas.reset()
-                async with session.sem:
-                    ans = await self._send(session.client, body, stream, deltas)
-            except Retry as e:
-                conn_failures += 1
-                ladder.note(e.reason)
-                if conn_failures > self.max_connection_retries:
-                    return ladder.failed(
-                        f"gave up after {attempts} attempts ({conn_failures} failed requests to "
-                        f"{self.base_url}); last: {e.reason}"
-                    )
-                delay = self._backoff(conn_failures, e.retry_after)
-                log.info("page %s/%d: %s; retrying in %.2f s", page.doc_id, page.index, e.reason, delay)
-                await asyncio.sleep(delay)
-                continue
-            except Fatal as e:
-                ladder.note(e.reason)
-                fixed = self._fix_context(e, size) if e.status == 400 and max_tokens_limit is None else None
-                if fixed is not None:
-                    max_tokens_limit = fixed
-                    log.info(
-                        "page %s/%d: max_tokens lowered to %d for the server's context", page.doc_id, page.index, fixed
-                    )
-                    continue
-                return ladder.failed(e.reason)
+            model = await self._model(session)
+            max_tokens = self._max_tokens_for(size, limit)
+            body = self._body.render(model, ladder.sampling(), max_tokens, stream, mime, b64)
+            if deltas is not None:
+                await deltas.reset()
+            async with session.sem:
+                ans = await self._send(session.client, body, stream, deltas, max_tokens)
+        except Retry as e:
+            if e.down:
+                self.breaker.failed(e.reason, probe)
+            else:
+                self.breaker.answered()
+            raise
+        except Fatal:
+            self.breaker.answered()
+            raise
+        except BaseException:
+            self.breaker.release(probe)
+            raise
+        self.breaker.answered()
+        self._learn(ans, size)
+        return ans, max_tokens
 
-            self._learn(ans, size)
-            verdict = ladder.judge(ans.content, ans.finish_reason, max_tokens)
-            if verdict == "ok":
-                return ladder.answer(ans.content, ans.finish_reason, ans.prompt_tokens, ans.completion_tokens)
-            if verdict == "give_up":
-                return ladder.gave_up(ans.content, ans.prompt_tokens, ans.completion_tokens)
-            log.info("page %s/%d: %s; retrying with retry sampling", page.doc_id, page.index, ladder.last_problem)
-
-    def _backoff(self, n: int, retry_after: float | None) -> float:
+    def backoff(self, n: int, retry_after: float | None) -> float:
+        """Seconds to wait before the n-th retry of a failed request."""
         delay = min(self.max_backoff_s, self.backoff_s * (2 ** (n - 1))) * random.uniform(0.5, 1.0)
         if retry_after is not None:
             delay = max(delay, min(retry_after, 120.0))
         return delay
 
-    def _fix_context(self, e: Fatal, size: tuple[int, int] | None) -> int | None:
+    def fix_context(self, e: Fatal, size: tuple[int, int] | None) -> int | None:
         """max_tokens that fits, from vLLM's 400 'max_tokens ... is too large' answer; None if not that."""
         m = _TOO_LARGE.search(e.message)
         if not m:

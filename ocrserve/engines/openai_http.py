@@ -1,11 +1,18 @@
 """The openai engine's HTTP side: the server URL, the server's answers (JSON or an SSE stream) and
-its errors, sorted into the ones a retry may fix (`Retry`) and the ones it does not (`Fatal`)."""
+its errors, sorted into the ones a retry may fix (`Retry`) and the ones it does not (`Fatal`).
+
+An answer is bounded by the max_tokens asked: its text by `answer_cap` (BYTES_PER_TOKEN UTF-8 bytes a
+token: a token of Chandra's tokenizer is a few characters, 64 bytes is far more than any), what is
+read off the wire by `wire_cap` (room for JSON escapes and an SSE event per token), and the
+completion_tokens the server reports by max_tokens itself. An answer past any bound is a `Retry`
+(a failed attempt): the reading stops there, so a server that answers without end costs no memory."""
 
 from __future__ import annotations
 
 import email.utils
 import json
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import httpx
@@ -14,6 +21,18 @@ from ocrserve.engines.base import EngineError
 from ocrserve.engines.deltas import Deltas
 
 RETRYABLE_STATUS = {408, 409, 425, 429}
+BYTES_PER_TOKEN = 64  # UTF-8 bytes of answer a token may bring, generously
+
+
+def answer_cap(max_tokens: int) -> int:
+    """The most bytes of text an answer of max_tokens tokens may have."""
+    return max_tokens * BYTES_PER_TOKEN
+
+
+def wire_cap(max_tokens: int) -> int:
+    """The most bytes one answer may take on the wire: its text escaped in JSON (a \\uXXXX for a byte at
+    worst) or as an SSE event a token (some 200 bytes of JSON around each piece), and some slack."""
+    return 16 * answer_cap(max_tokens) + 65536
 
 
 def normalize_base_url(server: str) -> str:
@@ -61,11 +80,12 @@ def png_size(data: bytes) -> tuple[int, int] | None:
 
 
 class Retry(Exception):
-    """A failure a retry may fix (connection, timeout, 5xx, 429)."""
+    """A failure a retry may fix (connection, timeout, 5xx, 429, an answer past its bounds). `down`: the
+    server did not answer (refused, reset, timed out, a 5xx): what counts toward its circuit breaker."""
 
-    def __init__(self, reason: str, retry_after: float | None = None):
+    def __init__(self, reason: str, retry_after: float | None = None, *, down: bool = False):
         super().__init__(reason)
-        self.reason, self.retry_after = reason, retry_after
+        self.reason, self.retry_after, self.down = reason, retry_after, down
 
 
 class Fatal(Exception):
@@ -107,28 +127,80 @@ def check_status(r: httpx.Response) -> None:
         return
     msg = error_message(r)
     if r.status_code >= 500 or r.status_code in RETRYABLE_STATUS:
-        raise Retry(f"HTTP {r.status_code}: {msg}", parse_retry_after(r.headers.get("retry-after")))
+        after = parse_retry_after(r.headers.get("retry-after"))
+        raise Retry(f"HTTP {r.status_code}: {msg}", after, down=r.status_code >= 500)
     hint = " (check --api-key)" if r.status_code in (401, 403) else ""
     raise Fatal(f"server refused the request: HTTP {r.status_code}{hint}: {msg}", r.status_code, msg)
 
 
-def parse_json(r: httpx.Response) -> Answer:
+def too_large(max_tokens: int, what: str) -> Retry:
+    return Retry(f"the answer is larger than max_tokens={max_tokens} allows ({what}): a misbehaving server")
+
+
+def check_answer(ans: Answer, max_tokens: int) -> Answer:
+    """The answer if it is within what max_tokens allows, else Retry."""
+    if len(ans.content) > answer_cap(max_tokens) // 4 and len(ans.content.encode("utf-8")) > answer_cap(max_tokens):
+        raise too_large(max_tokens, f"more than {answer_cap(max_tokens):,} bytes of text")
+    if isinstance(ans.completion_tokens, int) and ans.completion_tokens > max_tokens:
+        raise Retry(
+            f"the server reported {ans.completion_tokens} completion tokens, more than max_tokens={max_tokens}: "
+            "a misbehaving server"
+        )
+    return ans
+
+
+async def _chunks(r: httpx.Response, max_tokens: int) -> AsyncIterator[bytes]:
+    """The answer's bytes as they come, until more than wire_cap(max_tokens) came (then Retry)."""
+    limit, seen = wire_cap(max_tokens), 0
+    async for chunk in r.aiter_bytes():
+        seen += len(chunk)
+        if seen > limit:
+            raise too_large(max_tokens, f"more than {limit:,} bytes sent")
+        yield chunk
+
+
+async def read_json(r: httpx.Response, max_tokens: int) -> Answer:
+    """A whole (non-streamed) answer, read up to its bound."""
+    body = bytearray()
+    async for chunk in _chunks(r, max_tokens):
+        body += chunk
+    return check_answer(parse_json(bytes(body)), max_tokens)
+
+
+def parse_json(content: bytes) -> Answer:
     try:
-        data = json.loads(r.content)
+        data = json.loads(content)
         choice = data["choices"][0]
-        content = choice["message"].get("content") or ""
+        text = choice["message"].get("content") or ""
         usage = data.get("usage") or {}
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        raise Retry(f"malformed answer from the server: {r.text[:200]!r}") from None
-    return Answer(content, choice.get("finish_reason"), usage.get("prompt_tokens"), usage.get("completion_tokens"))
+        raise Retry(f"malformed answer from the server: {content[:200]!r}") from None
+    return Answer(text, choice.get("finish_reason"), usage.get("prompt_tokens"), usage.get("completion_tokens"))
 
 
-async def parse_sse(r: httpx.Response, on_delta: Deltas | None) -> Answer:
+async def _lines(r: httpx.Response, max_tokens: int) -> AsyncIterator[str]:
+    """The stream's lines, read up to the answer's bound (a line without end included)."""
+    buf = bytearray()
+    async for chunk in _chunks(r, max_tokens):
+        start = len(buf)
+        buf += chunk
+        cut = buf.rfind(b"\n", start)
+        if cut < 0:
+            continue
+        for line in bytes(buf[:cut]).split(b"\n"):
+            yield line.rstrip(b"\r").decode("utf-8", "replace")
+        del buf[: cut + 1]
+    if buf:
+        yield bytes(buf).rstrip(b"\r").decode("utf-8", "replace")
+
+
+async def parse_sse(r: httpx.Response, on_delta: Deltas | None, max_tokens: int) -> Answer:
     parts: list[str] = []
+    size, cap = 0, answer_cap(max_tokens)
     finish: str | None = None
     usage: dict = {}
     done = False
-    async for line in r.aiter_lines():
+    async for line in _lines(r, max_tokens):
         if not line.startswith("data:"):
             continue
         data = line[5:].strip()
@@ -145,6 +217,9 @@ async def parse_sse(r: httpx.Response, on_delta: Deltas | None) -> Answer:
         for choice in chunk.get("choices") or ():
             piece = (choice.get("delta") or {}).get("content")
             if piece:
+                size += len(piece.encode("utf-8"))
+                if size > cap:
+                    raise too_large(max_tokens, f"more than {cap:,} bytes of text")
                 parts.append(piece)
                 if on_delta is not None:
                     await on_delta.send(piece)
@@ -153,5 +228,6 @@ async def parse_sse(r: httpx.Response, on_delta: Deltas | None) -> Answer:
         if chunk.get("usage"):
             usage = chunk["usage"]
     if not done and finish is None:
-        raise Retry("the stream ended before the answer was complete")
-    return Answer("".join(parts), finish, usage.get("prompt_tokens"), usage.get("completion_tokens"))
+        raise Retry("the stream ended before the answer was complete", down=True)
+    ans = Answer("".join(parts), finish, usage.get("prompt_tokens"), usage.get("completion_tokens"))
+    return check_answer(ans, max_tokens)

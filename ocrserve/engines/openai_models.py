@@ -17,6 +17,10 @@ from ocrserve.profiles import PROFILES, Profile, served_profile
 log = logging.getLogger(__name__)
 
 
+class Unreachable(EngineError):
+    """The server did not answer its /models (refused, timed out, a 5xx): down, not misconfigured."""
+
+
 async def models_ready(client: httpx.AsyncClient) -> bool:
     """True when the server answers GET /v1/models (readiness)."""
     try:
@@ -61,7 +65,7 @@ async def preflight_card(
             raise EngineError(f"{base_url} serves no model")
         cards: list[dict[str, Any]] = r.json().get("data", [])
         return next((c for c in cards if c.get("id") == served_model), cards[0])
-    raise EngineError(last or f"cannot reach {base_url}")
+    raise Unreachable(last or f"cannot reach {base_url}")
 
 
 def profile_for_card(card: dict[str, Any], profile: Profile, chosen: bool, base_url: str) -> Profile:
@@ -96,9 +100,9 @@ async def first_served(client: httpx.AsyncClient, base_url: str, timeout: float)
     try:
         r = await client.get("/models", timeout=timeout)
     except httpx.HTTPError as e:
-        raise Retry(f"cannot reach {base_url}/models: {type(e).__name__}: {e}") from None
+        raise Retry(f"cannot reach {base_url}/models: {type(e).__name__}: {e}", down=True) from None
     if r.status_code >= 500 or r.status_code in RETRYABLE_STATUS:
-        raise Retry(f"GET /models answered HTTP {r.status_code}: {error_message(r)}")
+        raise Retry(f"GET /models answered HTTP {r.status_code}: {error_message(r)}", down=r.status_code >= 500)
     if r.status_code != 200:
         hint = " (check --api-key)" if r.status_code in (401, 403) else ""
         raise Fatal(f"GET {base_url}/models answered HTTP {r.status_code}{hint}: {error_message(r)}", r.status_code)

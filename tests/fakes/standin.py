@@ -23,7 +23,12 @@ so a test can tell that each page's output came from its own image (`expected_ou
 Cues, per attempt of each distinct image (`plans` by sha256 prefix, else `default_plan`; once a plan
 is used up the answer is "ok"): ok, slow:<seconds>, 500, 503, 400, 429, drop (close the connection
 mid-response), loop (a repetition loop up to max_tokens, finish_reason length), cutoff (last block
-unterminated, finish_reason length), garbage (text that is no Chandra layout).
+unterminated, finish_reason length), garbage (text that is no Chandra layout); and the hostile ones:
+trickle (an answer that never ends: one piece every `trickle_s` seconds, streamed as SSE events or,
+not streaming, as a JSON body one byte at a time, until the client hangs up), huge (`huge_chars` of
+varied, loop-free text with finish_reason stop and its honest completion_tokens, far above
+max_tokens), overcount (the ok answer, but usage.completion_tokens = max_tokens + 1000), die (the
+whole server process exits on the request: a replica that died; later requests are refused).
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ log = logging.getLogger("standin")
 CHARS_PER_TOKEN = 4
 PROMPT_TEXT_TOKENS = 400  # the prompt's text, as the usage figure counts it
 PATCH = 32  # patch 16 x spatial merge 2: one visual token per 32x32 pixels
-STEPS = {"ok", "500", "503", "400", "429", "drop", "loop", "cutoff", "garbage"}
+STEPS = {"ok", "500", "503", "400", "429", "drop", "loop", "cutoff", "garbage", "trickle", "huge", "overcount", "die"}
 
 
 # ---------------------------------------------------------------------------------------- config
@@ -78,6 +83,8 @@ class StandInConfig(BaseModel):
     retry_after: str | None = "0"  # Retry-After header sent with 429 and 503
     hold_until_in_flight: int = 0  # hold each answer until this many requests are in flight
     hold_timeout_s: float = 5.0  #   (or this long): tests of concurrency without timing
+    trickle_s: float = 0.1  # "trickle": seconds between two pieces of the never-ending answer
+    huge_chars: int = 2_000_000  # "huge": characters of the answer
     plans: dict[str, list[str]] = Field(default_factory=dict)  # sha256 prefix -> steps per attempt
     default_plan: list[str] = Field(default_factory=list)  # for images no plan names
 
@@ -179,7 +186,9 @@ def _filler(sha: str, start: int, need: int) -> str:
     return "".join(out)[:need]
 
 
-def make_answer(step: str, sha: str, width: int, height: int, max_tokens: int, ignore_eos: bool) -> tuple[str, str]:
+def make_answer(
+    step: str, sha: str, width: int, height: int, max_tokens: int, ignore_eos: bool, huge_chars: int = 2_000_000
+) -> tuple[str, str]:
     """(content, finish_reason) for one attempt."""
     limit = max_tokens * CHARS_PER_TOKEN
     ok = chandra_output(sha, width, height)
@@ -192,6 +201,8 @@ def make_answer(step: str, sha: str, width: int, height: int, max_tokens: int, i
         cut = ok.rfind("\n") + 1 + (len(ok) - ok.rfind("\n")) // 2
         text = ok[: min(cut, limit)]
         return text, "length"
+    if step == "huge":
+        return (ok + _filler(sha, 1, huge_chars - len(ok)))[:huge_chars], "stop"
     if step == "garbage":
         text = "I am unable to read this page. " + " ".join(sha[i : i + 5] for i in range(0, 40, 5)) + " @@ ## %%"
         return text[:limit], "stop" if len(text) <= limit else "length"
@@ -535,13 +546,19 @@ class App:
             st.log.append(
                 {"sha": req["sha"][:16], "attempt": attempt, "step": step, **req["sampling"], "stream": req["stream"]}
             )
-            await self.answer(req, step, send)
+            await self.answer(req, step, send, receive)
         finally:
             st.in_flight -= 1
             st.handlers.discard(task)
 
-    async def answer(self, req: dict[str, Any], step: str, send) -> None:
+    async def answer(self, req: dict[str, Any], step: str, send, receive=None) -> None:
         st, cfg = self.state, self.state.config
+        if step == "die":
+            log.warning("stand-in exiting on cue (die)")
+            os._exit(3)
+        if step == "trickle":
+            await self.trickle(req, send, receive)
+            return
         if step in ("500", "503", "400", "429"):
             status = int(step)
             headers = {"retry-after": cfg.retry_after} if status in (429, 503) and cfg.retry_after is not None else {}
@@ -553,16 +570,19 @@ class App:
             }[status]
             raise HTTPError(status, msg, "BadRequestError" if status == 400 else "ServerError", headers=headers)
         content, finish = make_answer(
-            "ok" if step.startswith("slow:") or step == "drop" else step,
+            "ok" if step.startswith("slow:") or step in ("drop", "overcount") else step,
             req["sha"],
             req["width"],
             req["height"],
             req["max_tokens"],
             req["ignore_eos"],
+            cfg.huge_chars,
         )
         completion_tokens = (
             req["max_tokens"] if finish == "length" else max(1, math.ceil(len(content) / CHARS_PER_TOKEN))
         )
+        if step == "overcount":
+            completion_tokens = req["max_tokens"] + 1000
         usage = {
             "prompt_tokens": req["prompt_tokens"],
             "completion_tokens": completion_tokens,
@@ -626,6 +646,31 @@ class App:
         finally:
             await st.release()
 
+    async def trickle(self, req: dict[str, Any], send, receive) -> None:
+        """An answer that never ends: a piece every trickle_s seconds until the client hangs up."""
+        cfg = self.state.config
+        gone = asyncio.ensure_future(_disconnected(receive)) if receive is not None else asyncio.Future()
+        stream = req["stream"]
+        ctype = b"text/event-stream; charset=utf-8" if stream else b"application/json"
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", ctype)]})
+        if not stream:
+            await send(
+                {"type": "http.response.body", "body": b'{"choices": [{"message": {"content": "', "more_body": True}
+            )
+        try:
+            i = 0
+            while not gone.done():
+                i += 1
+                if stream:
+                    choice = {"index": 0, "delta": {"content": f"word{i} "}, "finish_reason": None}
+                    piece = f'data: {{"object": "chat.completion.chunk", "choices": [{json.dumps(choice)}]}}\n\n'
+                else:
+                    piece = "abcdefghij"[i % 10]
+                await send({"type": "http.response.body", "body": piece.encode(), "more_body": True})
+                await asyncio.wait([gone], timeout=cfg.trickle_s)
+        finally:
+            gone.cancel()
+
     async def stream(self, req, step, send, content, finish, usage, rid, created) -> None:
         cfg = self.state.config
         await send(
@@ -644,7 +689,7 @@ class App:
             return (f'data: {head}, "choices": [{json.dumps(choice)}]}}\n\n').encode()
 
         events = [event({"role": "assistant", "content": ""})]
-        size = max(1, cfg.chunk_chars)
+        size = 65536 if step == "huge" else max(1, cfg.chunk_chars)
         pieces = [content[i : i + size] for i in range(0, len(content), size)]
         events += [event({"content": p}) for p in pieces]
         events.append(event({}, finish))
@@ -666,6 +711,12 @@ class App:
             for i in range(0, len(events), 64):
                 await send({"type": "http.response.body", "body": b"".join(events[i : i + 64]), "more_body": True})
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _disconnected(receive) -> None:
+    """Returns when the client hangs up (the request body already read)."""
+    while (await receive())["type"] != "http.disconnect":
+        pass
 
 
 async def _read_body(receive) -> bytes:
