@@ -20,6 +20,7 @@ removed with their result; an expired job answers 404 like one that never existe
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
@@ -39,7 +40,7 @@ from ocrserve.api import errors as E
 from ocrserve.api.auth import Auth, load_keys
 from ocrserve.api.deps import Context
 from ocrserve.api.jobs import JobStore
-from ocrserve.api.limits import BodyLimit, KeyLimiter
+from ocrserve.api.limits import BodyLimit, FramingGuard, KeyLimiter
 from ocrserve.api.metrics import Metrics
 from ocrserve.api.newline import JSONNewline
 from ocrserve.api.retention import Sweeper
@@ -95,6 +96,21 @@ def problem(status: int, detail: str, code: str, headers: dict[str, str] | None 
     makes the others: this one may be sent from outside it)."""
     body = json.dumps({"detail": detail, "code": code}) + "\n"
     return Response(body, status_code=status, media_type="application/json", headers=headers)
+
+
+def disk_full(exc: BaseException) -> bool:
+    """A write refused for want of space: ENOSPC or EDQUOT, or SQLite's SQLITE_FULL ("database or disk is full")."""
+    if isinstance(exc, sqlite3.Error):
+        return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(exc)
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def full_disk(request: Request, exc: BaseException) -> Response:
+    """507 Insufficient Storage, as JSON: the service's data disk is full (DELETE of finished jobs frees it)."""
+    log.error("data disk full: %s %s: %s", request.method, request.url.path, exc)
+    return problem(
+        507, "the service's data disk is full; retry later (deleting finished jobs frees space)", "insufficient_storage"
+    )
 
 
 def create_app(settings: Settings | None = None, engine: Engine | str | None = None) -> FastAPI:
@@ -175,8 +191,18 @@ def create_app(settings: Settings | None = None, engine: Engine | str | None = N
             expose_headers=["X-OCR-Status", "Location", "Retry-After"],
         )
 
+    app.add_middleware(FramingGuard)  # outermost: an ambiguous request reaches nothing else
+
+    @app.exception_handler(OSError)  # the data disk full: 507, which says so; any other: a JSON 500
+    async def _os_error(request: Request, exc: OSError):
+        if disk_full(exc):
+            return full_disk(request, exc)
+        return problem(500, f"internal error: {type(exc).__name__}", "internal")
+
     @app.exception_handler(sqlite3.Error)
     async def _store_error(request: Request, exc: sqlite3.Error):
+        if disk_full(exc):
+            return full_disk(request, exc)
         log.error("job store: %s %s: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
         return problem(
             503,

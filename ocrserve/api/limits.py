@@ -1,4 +1,5 @@
-"""Request limits: upload size (413, enforced while the body arrives) and per-key concurrency (429)."""
+"""Request limits: upload size (413, enforced while the body arrives), per-key concurrency (429), and
+requests whose framing is ambiguous (400, the connection closed)."""
 
 from __future__ import annotations
 
@@ -94,3 +95,39 @@ class BodyLimit:
         except TooLarge:
             if not started:
                 await self._reject(send)
+
+
+class FramingGuard:
+    """ASGI middleware: a request with both Content-Length and Transfer-Encoding (or two different
+    Content-Lengths) is answered 400 with `Connection: close`, unread, and the server closes the
+    connection after it: RFC 9112 6.1 and 6.3 (a proxy in front may have framed it the other way, so
+    what follows on the connection could be a smuggled request). uvicorn's h11 serves such a request,
+    chunked, and keeps the connection; its httptools parser (llhttp) refuses it itself."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            names = [k.lower() for k, _ in scope["headers"]]
+            lengths = {v.strip() for k, v in scope["headers"] if k.lower() == b"content-length"}
+            if (b"content-length" in names and b"transfer-encoding" in names) or len(lengths) > 1:
+                body = (
+                    json.dumps(
+                        {
+                            "detail": "ambiguous request framing: Content-Length with Transfer-Encoding (or "
+                            "two Content-Lengths); send one of them",
+                            "code": "bad_input",
+                        }
+                    ).encode()
+                    + b"\n"
+                )
+                headers = [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"connection", b"close"),
+                ]
+                await send({"type": "http.response.start", "status": 400, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)

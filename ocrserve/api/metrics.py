@@ -41,7 +41,8 @@ class Metrics:
         )
         self.rejected = Counter(
             "ocrserve_requests_rejected",
-            "Requests refused, by reason (unauthorized, too_large, too_many, bad_input).",
+            "Requests refused, by reason (unauthorized, too_large, too_many, bad_input; slow_reader: a stream's "
+            "client dropped for not reading).",
             ["reason"],
             registry=r,
         )

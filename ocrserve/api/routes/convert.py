@@ -91,7 +91,12 @@ async def convert(
         checked = await svc.inspect(up.path, up.filename, pages, up.password)
         if stream:
             handed_off = True
-            return EventStream(partial(_stream_events, ctx, checked, format, who), hold)
+            return EventStream(
+                partial(_stream_events, ctx, checked, format, who),
+                hold,
+                s.api_stream_buffer_bytes,
+                partial(_dropped, ctx, up.filename),
+            )
         if fmt.needs_source:  # the upload goes with the slot when the work stops; the file is built after it
             keep = Path(tempfile.mkdtemp(prefix="ocrserve-src-"))
             source = keep / up.path.name
@@ -114,6 +119,11 @@ async def convert(
             task.cancel()  # no await here: this may run under a cancellation (released by the callback)
         elif not handed_off:
             hold.release()
+
+
+def _dropped(ctx: Context, filename: str, waiting: int) -> None:
+    log.warning("dropped a client that does not read its stream of %s (%d bytes of events waiting)", filename, waiting)
+    ctx.metrics.rejected.labels(reason="slow_reader").inc()
 
 
 async def _stream_events(ctx: Context, checked: Checked, fmt: str, who: str, sink: Callable[[str, Any], None]) -> None:

@@ -64,11 +64,26 @@ class EventStream(StreamingResponse):
     However the response ends (the conversion done, the client gone, the server stopping) the task is
     cancelled, and the hold is given back when the task has stopped: no await stands between a
     cancellation and that (Starlette cancels the response on disconnect, and would cancel such an await too).
+
+    A client that does not read is dropped, not buffered for: events wait (encoded) for the client up to
+    `max_buffer` bytes (one event more, so a large `done` always fits after the others were read); the
+    event that finds more than that waiting stops the conversion and ends the answer unfinished, so the
+    server closes the connection (the conversion cannot be paused: the engine's batch goes on).
     """
 
-    def __init__(self, run: Callable[[Callable[[str, Any], None]], Awaitable[None]], hold: Hold) -> None:
+    def __init__(
+        self,
+        run: Callable[[Callable[[str, Any], None]], Awaitable[None]],
+        hold: Hold,
+        max_buffer: int = 8 * 1024 * 1024,
+        on_drop: Callable[[int], None] | None = None,
+    ) -> None:
         self._run, self._hold = run, hold
-        self._queue: asyncio.Queue = asyncio.Queue()
+        self._queue: asyncio.Queue[bytes | None] = asyncio.Queue()
+        self._buffered = 0  # bytes of events waiting for the client
+        self._max, self._on_drop = max(1, int(max_buffer)), on_drop
+        self._dropped = asyncio.Event()
+        self._task: asyncio.Task | None = None
         super().__init__(
             self._events(),
             media_type="text/event-stream",
@@ -76,7 +91,18 @@ class EventStream(StreamingResponse):
         )
 
     def _sink(self, kind: str, data: Any) -> None:
-        self._queue.put_nowait((kind, data))
+        if self._dropped.is_set():
+            return
+        if self._buffered > self._max:  # the client has not read what came before: dropped
+            self._dropped.set()
+            if self._on_drop is not None:
+                self._on_drop(self._buffered)
+            if self._task is not None:
+                self._task.cancel()
+            return
+        event = sse(kind, data)
+        self._buffered += len(event)
+        self._queue.put_nowait(event)
 
     async def _convert(self) -> None:
         try:
@@ -94,13 +120,21 @@ class EventStream(StreamingResponse):
                 continue
             if item is None:
                 return
-            yield sse(*item)
+            self._buffered -= len(item)
+            yield item
 
     async def __call__(self, scope, receive, send) -> None:
-        task = asyncio.create_task(self._convert())
+        task = self._task = asyncio.create_task(self._convert())
         task.add_done_callback(self._hold.release_cb)
+        answer = asyncio.create_task(super().__call__(scope, receive, send))
+        dropped = asyncio.create_task(self._dropped.wait())
         try:
-            await super().__call__(scope, receive, send)
+            await asyncio.wait((answer, dropped), return_when=asyncio.FIRST_COMPLETED)
+            if answer.done():
+                answer.result()  # its error, if any, goes on up
+            # else: dropped. The answer stops unfinished: the server closes the connection
         finally:
-            if not task.done():
-                task.cancel()
+            for t in (answer, dropped, task):
+                if not t.done():
+                    t.cancel()
+            await asyncio.gather(answer, dropped, return_exceptions=True)
