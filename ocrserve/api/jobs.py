@@ -207,9 +207,10 @@ class JobStore:
             return cur.rowcount
 
     def delete(self, job_id: str) -> bool:
+        """The job's folder first, then its row: on a full disk, SQLite needs the room the folder frees."""
+        shutil.rmtree(self.job_dir(job_id), ignore_errors=True)
         with self._lock:
             cur = self._db.execute("DELETE FROM jobs WHERE id=?", (job_id,))
-        shutil.rmtree(self.job_dir(job_id), ignore_errors=True)
         return cur.rowcount > 0
 
     # ---------------------------------------------------------------- retention

@@ -204,8 +204,10 @@ class JobWorker:
         }
         try:
             await asyncio.to_thread(self._write_result, job_id, doc, end)  # rendered there: off the event loop
-        except OSError as e:
-            await self._finish(job_id, "failed", error=f"cannot write the result: {e}")
+        except OSError as e:  # a full disk: what the job holds goes first, so that its end can be recorded
+            await asyncio.to_thread(self.store.drop_input, job_id)
+            await asyncio.to_thread(shutil.rmtree, self.store.pages_dir(job_id), True)
+            await self._finish(job_id, "failed", error=f"cannot write the result: {e.strerror or e}")
             return
         await self._finish(
             job_id, "done", error=result.error, pages_done=end["pages_done"], pages_failed=end["pages_failed"]
@@ -251,11 +253,14 @@ def load_password(input_dir: Path) -> str | None:
 def _write_atomic(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # a torn one (a full disk) takes no room
 
 
 def _write_page(folder: Path, page: Page, run: dict) -> None:
