@@ -161,7 +161,7 @@ def _run(inputs: list[str | Path], options: Any, display: _Display) -> Any:
             on_signal(None) if signals == 0 else on_signal(task)
 
     async def main() -> Any:
-        conv = Converter(options, on_event=display)
+        conv = Converter(options, on_event=display, keep_documents=False)  # written: memory stays flat
         running.update(loop=asyncio.get_running_loop(), task=asyncio.current_task())
         try:
             return await conv.run(inputs)

@@ -61,7 +61,9 @@ class Converter:
     (`Converter(output_dir="out", pages="1-3")`). The rest are a caller's hooks: `engine` (an Engine,
     instead of one built from the options), `on_event(kind, data)`, `on_delta(doc, page, text)` (raw
     model text as it streams), `pool` and `fallback_engine` (a long-lived service shares them),
-    `known_pages(name, sha256)` (pages already converted, used as they are: a resumed API job).
+    `known_pages(name, sha256)` (pages already converted, used as they are: a resumed API job);
+    `keep_documents=False` (the CLI: a long run's memory stays flat) leaves each DocResult's `document`
+    None once its doc_done event has had it (and its files are written).
     """
 
     def __init__(
@@ -75,6 +77,7 @@ class Converter:
         pool: ResilientPool | None = None,
         fallback_engine: Callable[[], Awaitable[Engine]] | None = None,
         known_pages: Callable[[str, str], dict[int, Page]] | None = None,
+        keep_documents: bool = True,
         **option_values: Any,
     ) -> None:
         options = ConvertOptions.of(options, engine, **option_values)
@@ -113,6 +116,7 @@ class Converter:
         if asks is not None:
             self.engine.innermost().use_pool(self.pool)
         self.on_delta = on_delta
+        self.keep_documents = keep_documents
         cap = max(1, int(self.engine.capacity()))
         self.engine_sem = asyncio.Semaphore(cap)
         self.slots_n = cap + int(opts.prefetch_pages or 0)
@@ -199,6 +203,9 @@ class Converter:
             self.emit("doc_done", result=st.result)
         finally:
             st.done.set()
+            st.pages, st.indices = {}, []  # in the Document now: a long run keeps no finished page
+            if not self.keep_documents and st.result is not None:
+                st.result.document = None
 
     async def _assemble(self, st: _DocState) -> None:
         doc = steps.assemble_document(
