@@ -26,13 +26,18 @@ __all__ = [
     "render_json",
     "convert",
     "aconvert",
+    "ConversionResult",
+    "ConversionError",
     "OcrserveError",
     "PageStatus",
 ]
 
 
-def convert(paths, **options):
-    """Convert files/folders/globs to Documents (and files under `output_dir`, when given).
+def convert(paths, *, raises_on_error=False, **options):
+    """Convert files/folders/globs (and write files under `output_dir`, when given): one
+    ConversionResult per document, in input order, failed ones included (`status`, `document`,
+    `error`, `output`); `raises_on_error=True` raises a ConversionError (holding the results) when a
+    document failed.
 
     The keywords are the options of `ocrserve convert`, by their field names (`pages="1-3"`,
     `fallback=False`, `server=...`), or `options=ConvertOptions(...)`: each is declared once on
@@ -41,11 +46,20 @@ def convert(paths, **options):
     default from Settings (OCRSERVE_<NAME>) where the declaration says so."""
     from ocrserve.pipeline.convert import convert as _convert
 
-    return _convert(paths, **options)
+    return _convert(paths, raises_on_error=raises_on_error, **options)
 
 
-async def aconvert(paths, **options):
+async def aconvert(paths, *, raises_on_error=False, **options):
     """Async variant of convert(), with the same options."""
     from ocrserve.pipeline.convert import aconvert as _aconvert
 
-    return await _aconvert(paths, **options)
+    return await _aconvert(paths, raises_on_error=raises_on_error, **options)
+
+
+def __getattr__(name):
+    """ConversionResult and ConversionError, imported when first asked for (`import ocrserve` stays light)."""
+    if name in ("ConversionResult", "ConversionError"):
+        from ocrserve.pipeline import results
+
+        return getattr(results, name)
+    raise AttributeError(f"module 'ocrserve' has no attribute {name!r}")

@@ -17,6 +17,14 @@ import typer
 from ocrserve.cli import configopt, declared
 from ocrserve.pipeline.options import ConvertOptions, OptionsError
 
+# exit codes (README, "Exit codes"): every document converted by its engine (or complete already)
+EXIT_OK = 0
+EXIT_FAILED = 1  # some document failed (each named, with the reason)
+EXIT_USAGE = 2  # bad arguments, an input that names nothing, an output folder that cannot be made
+EXIT_DEGRADED = 3  # finished, but some pages came from the fallback (the model failed them): run again
+EXIT_NOTHING = 4  # nothing converted: no document in the inputs (only unsupported files, or none)
+EXIT_INTERRUPTED = 130  # Ctrl-C / SIGTERM: finished documents are kept; run again to resume
+
 
 class _Display:
     """Progress bar on a terminal, plain lines otherwise, JSON lines with --json-log."""
@@ -65,6 +73,8 @@ class _Display:
                 self.bar.update(self.pages_task, total=self.pages_total)
             if self.json_log:
                 self._json(event="doc_start", **data)
+            elif data.get("redo") and not self.quiet:  # an earlier run's fallback pages, converted again
+                self.console.print(f"redo: {data.get('path') or data['name']} ({data['redo']})", markup=False)
         elif kind == "page_done":
             self.pages_done += 1
             rate = self.pages_done / max(1e-9, time.perf_counter() - self.t0)
@@ -88,11 +98,13 @@ class _Display:
                     pages_failed=r.pages_failed,
                     pages_fallback=r.pages_fallback,
                     output=str(r.output) if r.output else None,
+                    redo=r.redo,
                 )
             elif not self.quiet and not self.bar:
-                extra = f" ({r.error})" if r.error else ""
+                extra = f" ({r.error or r.redo})" if r.error or r.redo else ""
+                shown = "skipped" if r.status == "unsupported" else r.status
                 self.console.print(
-                    f"[{self.docs_done}/{self.docs_total}] {r.status}: {r.path}{extra}",
+                    f"[{self.docs_done}/{self.docs_total}] {shown}: {r.path}{extra}",
                     markup=False,
                     highlight=False,
                     soft_wrap=True,
@@ -116,6 +128,34 @@ def summary_line(summary: Any, output: str) -> str:
         done = f"{len(summary.results)} finished" + (f" ({counts})" if counts else "")
         return f"interrupted: {done}, {summary.left} left; {pages}"
     return f"{plural(len(summary.results), 'document')}: {counts or 'nothing to do'}; {pages}"
+
+
+def exit_code(summary: Any) -> int:
+    """The run's exit code (the EXIT_* codes above): interrupted, else failed, else degraded, else nothing."""
+    if summary.interrupted:
+        return EXIT_INTERRUPTED
+    if summary.failed:
+        return EXIT_FAILED
+    if summary.degraded:
+        return EXIT_DEGRADED
+    return EXIT_NOTHING if summary.nothing_converted else EXIT_OK
+
+
+def _report_degraded_and_unsupported(summary: Any) -> None:
+    """After the summary: the documents with pages from the fallback, and a run that converted nothing."""
+    if summary.degraded:
+        pages = sum(r.pages_fallback for r in summary.degraded)
+        typer.echo(
+            f"{plural(pages, 'page')} of {plural(len(summary.degraded), 'document')} came from the fallback "
+            "(lite: the model failed them); run again when the model answers to convert them again:",
+            err=True,
+        )
+        for r in summary.degraded:
+            typer.echo(f"  {r.path}: {r.pages_fallback} of {r.pages} pages", err=True)
+    if summary.nothing_converted:
+        skipped = summary.unsupported
+        why = f" ({plural(len(skipped), 'unsupported file')} skipped)" if skipped else ""
+        typer.echo(f"nothing converted: no document to convert in the inputs{why}", err=True)
 
 
 def _ignore_late_signals() -> None:
@@ -266,8 +306,10 @@ def register(app: typer.Typer, options_model: type[ConvertOptions] | None = None
                         "left": summary.left,
                         "counts": summary.counts(),
                         "pages": summary.pages,
+                        "pages_fallback": sum(r.pages_fallback for r in summary.degraded),
                         "elapsed_s": round(summary.elapsed_s, 3),
                         "interrupted": summary.interrupted,
+                        "exit_code": exit_code(summary),
                     }
                 ),
                 flush=True,
@@ -278,12 +320,13 @@ def register(app: typer.Typer, options_model: type[ConvertOptions] | None = None
             typer.echo(f"{plural(len(summary.failed), 'document')} failed:", err=True)
             for r in summary.failed:
                 typer.echo(f"  {r.path}: {r.error}", err=True)
+        _report_degraded_and_unsupported(summary)
         if summary.interrupted:
             typer.echo("run again to resume: finished documents are kept", err=True)
             _ignore_late_signals()
-            raise typer.Exit(130)
-        if summary.failed:
-            raise typer.Exit(1)
+        code = exit_code(summary)
+        if code != EXIT_OK:
+            raise typer.Exit(code)
 
     app.command("convert")(
         declared.with_signature(convert, [CTX, INPUTS, *declared.parameters(specs), *CLI_ONLY, config])

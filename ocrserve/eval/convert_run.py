@@ -73,7 +73,8 @@ def run_conversion(
         for wanted, pdfs in todo.items():
             paths = [pdf_root / pdf for pdf in pdfs]
             t0 = time.perf_counter()
-            docs = ocrserve.convert([str(p) for p in paths], pages=_page_spec(list(wanted)), **options)
+            results = ocrserve.convert([str(p) for p in paths], pages=_page_spec(list(wanted)), **options)
+            docs = [r.document for r in results if r.document is not None]
             stats.wall_s += time.perf_counter() - t0
             by_path = {str(Path(d.source.path).resolve()): d for d in docs}
             for pdf, path in zip(pdfs, paths):

@@ -47,6 +47,7 @@ class InputProblem:
     path: Path
     reason: str
     name: str = ""  # the output name it would have had (for the run's order and events)
+    status: str = "failed"  # or "unsupported": a file in a folder that is no document ocrserve reads
 
 
 def _os_reason(e: OSError) -> str:
@@ -103,15 +104,27 @@ def _folder_entries(root: Path, skip: frozenset[tuple[int, int]] = frozenset()) 
                     out.append(p)  # an unreadable one fails at open, with its reason
                 elif not p.suffix:
                     try:
-                        if sniff_file(p):
-                            out.append(p)
+                        out.append(p if sniff_file(p) else InputProblem(p, _UNSUPPORTED.format("(none)"), status=_NOT))
                     except OSError as e:
                         out.append(InputProblem(p, f"cannot read: {_os_reason(e)}"))
+                else:  # named, not converted: a run of only such files converts nothing, and says so
+                    out.append(InputProblem(p, _UNSUPPORTED.format(p.suffix), status=_NOT))
 
     st = os.stat(root)
     seen_dirs.add((st.st_dev, st.st_ino))
     walk(root, ((st.st_dev, st.st_ino),))
     return out
+
+
+_NOT = "unsupported"
+_UNSUPPORTED = "unsupported file type {}: not PDF/PNG/JPEG/WebP/TIFF/BMP/GIF or an Office document"
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def _not_a_url(s: str, p: Path) -> None:
+    """A URL as an input is an InputError saying so (not 'no such file' for its collapsed path)."""
+    if _URL.match(s) and not p.exists():
+        raise InputError(f"{s}: URLs are not supported as input; download the file first, or send it to `ocrserve api`")
 
 
 def _readlink(p: Path) -> str:
@@ -157,9 +170,12 @@ def expand_sources(
         if s == "-":
             stream = stdin or sys.stdin
             lines = [ln.strip() for ln in stream.read().splitlines() if ln.strip()]
+            for ln in lines:
+                _not_a_url(ln, Path(ln))
             items.extend((Path(ln), Path(ln).stem) for ln in lines)
             continue
         p = Path(s).expanduser()
+        _not_a_url(s, p)
         if p.is_dir():
             entries = _folder_entries(p, skip)
             if not entries:
@@ -168,7 +184,7 @@ def expand_sources(
                 rel = (f.path if isinstance(f, InputProblem) else f).relative_to(p)
                 stem = (rel.parent / rel.stem).as_posix() if rel.parent != Path(".") else rel.stem
                 if isinstance(f, InputProblem):
-                    items.append(InputProblem(f.path, f.reason, _safe_name(rel.as_posix())))
+                    items.append(InputProblem(f.path, f.reason, _safe_name(rel.as_posix()), f.status))
                 else:
                     items.append((f, stem))
         elif p.exists():

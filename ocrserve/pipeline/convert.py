@@ -1,37 +1,44 @@
 """The Python API's one-call conversion (`ocrserve.convert`, `ocrserve.aconvert`): files, folders and
-globs to Documents with a local Converter for the call (and files, when `output_dir` is given)."""
+globs to one result per document found (a ConversionResult: its status, Document and error), with a
+local Converter for the call (and files, when `output_dir` is given)."""
 
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ocrserve.document import Document
 from ocrserve.pipeline.local import Converter
-
-log = logging.getLogger(__name__)
+from ocrserve.pipeline.results import ConversionError, DocResult
 
 
 async def aconvert(
-    paths: str | Path | Sequence[str | Path], *, output_dir: str | Path | None = None, **options: Any
-) -> list[Document]:
-    """Convert files/folders/globs; returns the Documents (failed documents are logged and left out)."""
+    paths: str | Path | Sequence[str | Path],
+    *,
+    output_dir: str | Path | None = None,
+    raises_on_error: bool = False,
+    **options: Any,
+) -> list[DocResult]:
+    """Convert files/folders/globs; one result per document, in input order, failed ones included
+    (status failed, `error` says why). raises_on_error: a ConversionError (holding the results) when
+    any document failed. Bad options and an input that names nothing raise whatever this says."""
     conv = Converter(output_dir=output_dir, **options)
     try:
         summary = await conv.run([paths] if isinstance(paths, (str, Path)) else list(paths))
     finally:
         await conv.aclose()
-    for r in summary.failed:
-        if r.document is None:
-            log.error("%s: %s", r.path, r.error)
-    return [r.document for r in summary.results if r.document is not None]
+    if raises_on_error and summary.failed:
+        raise ConversionError(summary.results)
+    return summary.results
 
 
 def convert(
-    paths: str | Path | Sequence[str | Path], *, output_dir: str | Path | None = None, **options: Any
-) -> list[Document]:
-    """Synchronous convert(): files/folders/globs -> Documents (and files when output_dir is given)."""
-    return asyncio.run(aconvert(paths, output_dir=output_dir, **options))
+    paths: str | Path | Sequence[str | Path],
+    *,
+    output_dir: str | Path | None = None,
+    raises_on_error: bool = False,
+    **options: Any,
+) -> list[DocResult]:
+    """Synchronous aconvert(): files/folders/globs -> one ConversionResult per document."""
+    return asyncio.run(aconvert(paths, output_dir=output_dir, raises_on_error=raises_on_error, **options))

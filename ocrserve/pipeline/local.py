@@ -34,7 +34,7 @@ from ocrserve.pipeline.options import ConvertOptions
 from ocrserve.pipeline.output import Plan, alt_name, done_though_unreadable, plan_document, render_context
 from ocrserve.pipeline.rescue import Rescue
 from ocrserve.pipeline.results import DocResult, DocStatus, Event, RunSummary, document_result, emitter
-from ocrserve.pipeline.target import OutputTarget
+from ocrserve.pipeline.target import OutputTarget, formats_added
 from ocrserve.profiles import load_profile
 from ocrserve.settings import Settings, get_settings
 
@@ -49,6 +49,8 @@ class _DocState:
     info: SourceInfo
     indices: list[int]
     staging: Path | None
+    formats: tuple[str, ...]  # what it is written in: those asked, and those its output had
+    redo: str | None = None  # why pages an earlier run wrote are converted again
     pages: dict[int, Page] = field(default_factory=dict)
     done: asyncio.Event = field(default_factory=asyncio.Event)
     result: DocResult | None = None
@@ -215,6 +217,7 @@ class Converter:
             steps.document_model(self.engine.name, self.profile.name, self.model_engine),
         )
         result = document_result(st.src.name, str(st.src.path), doc)
+        result.redo = st.redo
         cancelled = False
         if self.target is not None:
             # a write that started finishes (Ctrl-C mid-write): the document is whole and counted
@@ -225,7 +228,7 @@ class Converter:
                     st.src.name,
                     {},
                     self.run_id,
-                    formats=self.options.formats,
+                    formats=st.formats,
                     ctx=render_context(self.options),
                 )
             )
@@ -270,6 +273,7 @@ class Converter:
             here=t.load_existing(src.name) if t is not None else None,
             alt=lambda: t.load_existing(alt_name(src)) if t is not None else None,
             formats=self.options.formats,
+            redo_fallback=self.model_engine,
         )
 
     async def run(self, inputs: list[str | Path] | str | Path) -> RunSummary:
@@ -311,8 +315,8 @@ class Converter:
         try:
             for n, src in enumerate(sources):
                 order[src.name] = n
-                if isinstance(src, InputProblem):
-                    done_now(DocResult(name=src.name, path=str(src.path), status=DocStatus.FAILED, error=src.reason))
+                if isinstance(src, InputProblem):  # failed, or unsupported (a file in a folder)
+                    done_now(DocResult.of_problem(src))
                     continue
                 opened = await self._open(src)
                 if isinstance(opened, DocResult):
@@ -322,10 +326,12 @@ class Converter:
                 plan = self._plan(src, info)
                 src, indices = plan.src, plan.indices
                 order[src.name] = n
-                if plan.status is not None:
-                    done_now(
-                        DocResult(name=src.name, path=str(src.path), status=DocStatus(plan.status), error=plan.error)
-                    )
+                if plan.status is not None:  # skipped, failed, or updated: the formats it lacked added
+                    r = DocResult(name=src.name, path=str(src.path), status=DocStatus(plan.status), error=plan.error)
+                    if plan.status == DocStatus.UPDATED and self.target is not None:
+                        ctx = render_context(self.options)
+                        r = await asyncio.to_thread(formats_added, self.target, r.name, r.path, plan.formats, ctx)
+                    done_now(r)
                     continue
                 staging = self.target.staging(src.name, self.run_id) if self.target is not None else None
                 if staging is not None:
@@ -335,9 +341,9 @@ class Converter:
                         why = f"cannot write output: {e.strerror or e} ({e.filename or staging})"
                         done_now(DocResult(name=src.name, path=str(src.path), status=DocStatus.FAILED, error=why))
                         continue
-                st = _DocState(src=src, info=info, indices=indices, staging=staging)
+                st = _DocState(src, info, indices, staging, plan.formats, plan.redo)
                 states.append(st)
-                self.emit("doc_start", name=src.name, pages=len(indices))
+                self.emit("doc_start", name=src.name, pages=len(indices), path=str(src.path), redo=plan.redo)
                 known = self.known_pages(src.name, info.sha256) if self.known_pages else {}
                 for i in indices:
                     page = known.get(i)

@@ -4,9 +4,12 @@ written atomically.
 
 Pages' figure crops go to a hidden staging folder as pages finish; when the last page is back the
 formats' files are written there (the JSON last) and the folder is swapped into place with a rename, so
-an interrupted run never leaves a half-written document that looks complete. A document counts as
-done when its JSON is there, its source hash matches, it holds every wanted page, and no page
-failed (is_complete: the one rule, for the local and the Ray scheduler alike).
+an interrupted run never leaves a half-written document that looks complete. A document's pages
+count as done when its JSON is there, its source hash matches, it holds every wanted page, no page
+failed, and (for a run with a model) no page came from the fallback (pages_done); it is complete when
+every asked format's file is there too (is_complete). A document whose pages are done but that lacks
+a format gets it rendered from its JSON, without OCR (add_formats); a document converted again keeps
+every format it had (plan_document: the one rule, for the local and the Ray scheduler alike).
 """
 
 from __future__ import annotations
@@ -77,6 +80,7 @@ class Existing:
     ok: bool  # no page failed
     page_count: int = 0  # the source's
     formats: frozenset[str] = frozenset()  # the formats whose files are there (md, html, json, ...)
+    fallback: frozenset[int] = frozenset()  # pages the fallback wrote (the model had failed them)
 
     @classmethod
     def from_json(cls, data: Any) -> Existing | None:
@@ -91,6 +95,9 @@ class Existing:
             pages=frozenset(pg["index"] for pg in pages if isinstance(pg.get("index"), int)),
             ok=all(pg.get("status") != "failed" for pg in pages),
             page_count=page_count if isinstance(page_count, int) else 0,
+            fallback=frozenset(
+                pg["index"] for pg in pages if isinstance(pg.get("index"), int) and pg.get("status") == "fallback"
+            ),
         )
 
 
@@ -103,23 +110,34 @@ def load_existing(out: Path, name: str) -> Existing | None:
     return replace(found, formats=frozenset(f.name for f in output_formats() if (here / f"{base}{f.suffix}").is_file()))
 
 
-def is_complete(
-    existing: Existing | None,
-    sha256: str | None,
-    indices: list[int] | None = None,
-    formats: tuple[str, ...] | None = None,
+def pages_done(
+    existing: Existing | None, sha256: str | None, indices: list[int] | None = None, redo_fallback: bool = False
 ) -> bool:
-    """True when a finished output for this exact source, holding every wanted page and every wanted
-    format (a run asking for a format the earlier one did not write redoes the document), is there."""
+    """True when a finished output for this exact source holds every wanted page, none failed, and,
+    with `redo_fallback` (a run whose engine is a model), none came from the fallback: a page the
+    fallback wrote while the model was down is converted again by the next run with the model."""
     if existing is None:
-        return False
-    if formats and not set(formats) <= existing.formats:
         return False
     if sha256 and existing.sha256 != sha256:
         return False
     if indices is not None and not set(indices) <= existing.pages:
         return False  # converted with another page selection
+    if redo_fallback and existing.fallback & (set(indices) if indices is not None else existing.pages):
+        return False
     return existing.ok
+
+
+def is_complete(
+    existing: Existing | None,
+    sha256: str | None,
+    indices: list[int] | None = None,
+    formats: tuple[str, ...] | None = None,
+    redo_fallback: bool = False,
+) -> bool:
+    """pages_done, and every wanted format's file is there."""
+    if existing is None or (formats and not set(formats) <= existing.formats):
+        return False
+    return pages_done(existing, sha256, indices, redo_fallback)
 
 
 def alt_name(src: SourceFile) -> str:
@@ -175,14 +193,7 @@ def write_document(
     final.parent.mkdir(parents=True, exist_ok=True)
     staging = staging or staging_dir(out, name, uuid.uuid4().hex[:8])
     staging.mkdir(parents=True, exist_ok=True)
-    for fmt in chosen:
-        try:
-            data = fmt.to_bytes(doc, ctx)
-        except ValueError as e:
-            raise OSError(f"{fmt.title or fmt.name}: {e}") from None
-        tmp = staging / f".{base}{fmt.suffix}.tmp"  # the always-written files last, each complete or absent
-        tmp.write_bytes(data)
-        os.replace(tmp, staging / f"{base}{fmt.suffix}")
+    _write_formats(doc, staging, base, [f.name for f in chosen], ctx)  # the always-written files last
     if final.exists():
         trash = final.parent / f".{final.name}.old-{uuid.uuid4().hex[:8]}"
         os.replace(final, trash)
@@ -191,6 +202,35 @@ def write_document(
     else:
         os.replace(staging, final)
     return final
+
+
+def _write_formats(doc: Document, folder: Path, base: str, formats: list[str], ctx: RenderContext) -> None:
+    """Each format's file in the folder, complete or absent (written beside it, then renamed)."""
+    for fmt in (get_format(f) for f in formats):
+        try:
+            data = fmt.to_bytes(doc, ctx)
+        except ValueError as e:
+            raise OSError(f"{fmt.title or fmt.name}: {e}") from None
+        tmp = folder / f".{base}{fmt.suffix}.tmp"
+        try:
+            tmp.write_bytes(data)
+            os.replace(tmp, folder / f"{base}{fmt.suffix}")
+        finally:
+            tmp.unlink(missing_ok=True)
+
+
+def add_formats(out: Path, name: str, formats: tuple[str, ...], ctx: RenderContext | None = None) -> Path:
+    """Render formats a finished document lacks from its JSON (the Document: no page is converted
+    again) into its folder; its other files stay. An output that cannot be read or rendered is an
+    OSError (the document then fails with the reason; --force converts it again)."""
+    base = name.rsplit("/", 1)[-1]
+    try:
+        doc = Document.model_validate(load_output(out, name))
+    except ValueError as e:
+        raise OSError(f"{json_path(out, name)}: not a Document this version reads ({e.__class__.__name__})") from None
+    ctx = ctx or RenderContext()
+    _write_formats(doc, out / name, base, list(formats), ctx if ctx.title else replace(ctx, title=base))
+    return out / name
 
 
 def unwritable(out: Path) -> str | None:
@@ -220,13 +260,17 @@ def clean_stale_staging(out: Path) -> None:
 
 @dataclass(frozen=True)
 class Plan:
-    """What a run does with an opened document: its output name, the pages it converts, or why it
-    converts nothing (status skipped: complete output already there; failed: no page selected)."""
+    """What a run does with an opened document: its output name, the pages it converts and the formats
+    it writes (those asked, and those the output already had), or why it converts nothing (status
+    skipped: complete output already there; updated: its pages are done, `formats` are missing and
+    rendered from its JSON; failed: no page selected). `redo` says why done pages are converted again."""
 
     src: SourceFile
     indices: list[int]
     status: str | None = None
     error: str | None = None
+    formats: tuple[str, ...] = DEFAULT_FORMATS
+    redo: str | None = None
 
 
 def plan_document(
@@ -240,17 +284,26 @@ def plan_document(
     here: Existing | None,
     alt: Callable[[], Existing | None],
     formats: tuple[str, ...] = DEFAULT_FORMATS,
+    redo_fallback: bool = False,
 ) -> Plan:
     """The one rule, for every scheduler: name the output (choose_name), then convert the selected
-    pages unless the output under that name is complete for this source and selection."""
+    pages unless the output under that name is done for this source and selection (pages_done; with
+    `redo_fallback`, a run with a model, pages the fallback wrote are not done): then it is skipped,
+    or the formats it lacks are rendered from its JSON. A document converted again keeps its formats."""
     existing = None
     if writes:
         src, existing = choose_name(src, sha256, here, alt)
     if not indices:
-        return Plan(src, indices, "failed", f"no pages selected (the document has {page_count})")
-    if writes and not force and is_complete(existing, sha256, indices, formats):
-        return Plan(src, indices, "skipped")
-    return Plan(src, indices)
+        return Plan(src, indices, "failed", f"no pages selected (the document has {page_count})", formats)
+    if existing is None:
+        return Plan(src, indices, formats=formats)
+    if not force and pages_done(existing, sha256, indices, redo_fallback):
+        missing = tuple(f for f in formats if f not in existing.formats)
+        return Plan(src, indices, "updated", formats=missing) if missing else Plan(src, indices, "skipped")
+    kept = tuple(f.name for f in output_formats() if f.name in formats or f.name in existing.formats)
+    again = existing.fallback & set(indices) if redo_fallback and existing.sha256 == sha256 else set()
+    redo = f"{len(again)} of {len(indices)} pages came from the fallback: converted again" if again else None
+    return Plan(src, indices, formats=kept, redo=None if force else redo)
 
 
 def done_though_unreadable(

@@ -41,7 +41,7 @@ from ocrserve.pipeline.ray_cluster import actor_plan, connect, engine_type
 from ocrserve.pipeline.ray_engine import EngineSpec, EngineStage
 from ocrserve.pipeline.ray_stages import StageConfig, existing_json, finish_row, open_doc, render_row, row_figures
 from ocrserve.pipeline.results import DocResult, DocStatus, Event, RunSummary, document_result, emitter
-from ocrserve.pipeline.target import OutputTarget
+from ocrserve.pipeline.target import OutputTarget, formats_added
 from ocrserve.profiles import load_profile
 from ocrserve.settings import Settings, get_settings
 
@@ -139,11 +139,7 @@ def run_ray_convert(
     # the local run's names, the same rule; the output folder is not read back as input
     expanded = expand_sources(list(inputs), occupant=target.occupant, exclude=target.local)
     # what could not be read (dangling symlink, loop, unreadable folder) fails, named, with its reason
-    problems = [
-        DocResult(name=s.name, path=str(s.path), status=DocStatus.FAILED, error=s.reason)
-        for s in expanded
-        if isinstance(s, InputProblem)
-    ]
+    problems = [DocResult.of_problem(s) for s in expanded if isinstance(s, InputProblem)]
     sources = [s for s in expanded if isinstance(s, SourceFile)]
     target.prepare()
     run_id = uuid.uuid4().hex[:8]
@@ -193,6 +189,7 @@ def run_ray_convert(
             writes=True,
             force=opts.force,
             formats=opts.formats,
+            redo_fallback=engine_cls.model_engine,
         )
         spec = EngineSpec(
             name=None if factory else name,
@@ -274,8 +271,11 @@ def _collect(
             key = row["doc"]
             if key in results:
                 continue  # a page delivered twice (a retried batch): kept once
-            if row["kind"] in ("skipped", "failed"):
+            if row["kind"] in ("skipped", "failed", "updated"):
                 r = DocResult(name=row["name"], path=row["path"], status=row["kind"], error=row["error"] or None)
+                if r.status == DocStatus.UPDATED:  # rendered from its JSON here, the one writer
+                    formats = tuple(row["formats"].split(","))
+                    r = formats_added(target, r.name, r.path, formats, render_context(opts))
                 results[key] = r
                 emit("doc_done", result=r)
                 continue
@@ -324,8 +324,10 @@ def _write(
     info = SourceInfo(type=m["type"], page_count=m["page_count"], sha256=m["sha256"])
     doc = assemble_document(d.path, info, [d.pages[i] for i in sorted(d.pages)], model_name)
     result = document_result(d.name, d.path, doc)
+    result.redo = m["redo"] or None
+    formats = tuple(m["formats"].split(",")) if m["formats"] else opts.formats
     try:
-        out = target.write(doc, d.name, d.files, run_id, formats=opts.formats, ctx=render_context(opts))
+        out = target.write(doc, d.name, d.files, run_id, formats=formats, ctx=render_context(opts))
         result.output = Path(out) if target.local is not None else None
     except (OSError, ValueError) as e:
         result.status, result.error = DocStatus.FAILED, f"cannot write output: {e}"

@@ -36,7 +36,8 @@ from ocrserve.pipeline import page as steps
 from ocrserve.pipeline.output import Existing, done_though_unreadable, plan_document
 from ocrserve.profiles import Profile, load_profile
 
-# kind: page (a page to convert), skipped (complete output already there), failed (document unreadable)
+# kind: page (a page to convert), skipped (complete output already there), updated (its pages done: the
+# formats it lacks rendered from its JSON by the driver), failed (document unreadable)
 COLUMNS: dict[str, Any] = {
     "kind": "page",
     "doc": -1,
@@ -49,6 +50,8 @@ COLUMNS: dict[str, Any] = {
     "n_pages": 0,
     "index": -1,
     "error": "",
+    "formats": "",  # comma-separated: a page's document is written in these; an updated one gets these added
+    "redo": "",  # why a document's earlier pages are converted again
     # render
     "png": b"",
     "width": 0.0,
@@ -98,6 +101,7 @@ class StageConfig:
     writes: bool = True  # an output is written (naming and resume apply)
     force: bool = False
     formats: tuple[str, ...] = DEFAULT_FORMATS
+    redo_fallback: bool = False  # the engine is a model: pages the fallback wrote in an earlier run are redone
 
 
 # ------------------------------------------------------------------------------------------ open
@@ -156,8 +160,10 @@ def open_doc(doc: dict[str, Any], cfg: StageConfig) -> list[dict[str, Any]]:
         here=_existing(doc["here"]),
         alt=lambda: _existing(doc["alt"]),
         formats=cfg.formats,
+        redo_fallback=cfg.redo_fallback,
     )
     meta = dict(base, name=plan.src.name, type=info.type, sha256=info.sha256, page_count=info.page_count)
+    meta.update(formats=",".join(plan.formats), redo=plan.redo or "")
     if plan.status is not None:
         return [make_row(kind=plan.status, error=plan.error or "", **meta)]
     return [make_row(kind="page", n_pages=len(plan.indices), index=i, **meta) for i in plan.indices]

@@ -20,9 +20,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ocrserve.document import Document
-from ocrserve.export.formats import DEFAULT_FORMATS, RenderContext, output_formats
+from ocrserve.errors import OcrserveError
+from ocrserve.export.formats import DEFAULT_FORMATS, RenderContext, get_format, output_formats
 from ocrserve.ingest.naming import Occupant
-from ocrserve.pipeline.output import Existing, clean_stale_staging, load_existing, staging_dir, write_document
+from ocrserve.pipeline.output import (
+    Existing,
+    add_formats,
+    clean_stale_staging,
+    load_existing,
+    staging_dir,
+    write_document,
+)
+from ocrserve.pipeline.results import DocResult, DocStatus
 
 if TYPE_CHECKING:
     from fsspec import AbstractFileSystem
@@ -45,6 +54,10 @@ def normalize_target(target: str | Path) -> str:
 
 def is_url(target: str | Path) -> bool:
     return "://" in normalize_target(target)
+
+
+class OutputError(OcrserveError, ValueError):
+    """The output folder cannot be made or written (a file is there, no permission, no such parent)."""
 
 
 class OutputTarget:
@@ -89,11 +102,18 @@ class OutputTarget:
 
     # -- before a run ------------------------------------------------------------------------
     def prepare(self) -> None:
-        if self.local is not None:
-            self.local.mkdir(parents=True, exist_ok=True)
-            clean_stale_staging(self.local)
-        else:
-            self._remote.makedirs(self.root, exist_ok=True)
+        """Make the output folder; one that cannot be made is an OutputError naming it and why."""
+        try:
+            if self.local is not None:
+                if self.local.exists() and not self.local.is_dir():
+                    raise OutputError(f"output {self.target}: a file is there, not a folder")
+                self.local.mkdir(parents=True, exist_ok=True)
+                clean_stale_staging(self.local)
+            else:
+                self._remote.makedirs(self.root, exist_ok=True)
+        except OSError as e:
+            why = e.strerror or str(e)
+            raise OutputError(f"output {self.target}: cannot create the folder ({why})") from None
 
     def begin_run(self) -> None:
         """From now until the next run, each name's output is read once (naming, then planning, ask
@@ -181,6 +201,25 @@ class OutputTarget:
             self._upload(folder, name)
         return self.location(name)
 
+    def add_formats(self, name: str, formats: tuple[str, ...], ctx: RenderContext | None = None) -> str:
+        """Render the formats a finished document lacks from its JSON (output.add_formats); its other
+        files stay. Returns where the document is."""
+        if self._known is not None:
+            self._known.pop(name, None)
+        if self.local is not None:
+            return str(add_formats(self.local, name, formats, ctx))
+        fs, base = self._remote, name.rsplit("/", 1)[-1]
+        with tempfile.TemporaryDirectory(prefix="ocrserve-formats-") as tmp:
+            here = Path(tmp) / name
+            here.mkdir(parents=True)
+            fs.get(self._json_path(name), str(here / f"{base}.json"))
+            add_formats(Path(tmp), name, formats, ctx)
+            for f in formats:
+                suffix = get_format(f).suffix
+                with fs.open(f"{self.root}/{name}/{base}{suffix}", "wb") as out:
+                    out.write((here / f"{base}{suffix}").read_bytes())
+        return self.location(name)
+
     def _upload(self, folder: Path, name: str) -> None:
         fs = self._remote
         dest = f"{self.root}/{name}"
@@ -201,6 +240,20 @@ class OutputTarget:
                 fs.makedirs(parent, exist_ok=True)
             with fs.open(f"{dest}/{rel}", "wb") as f:
                 f.write(p.read_bytes())
+
+
+def formats_added(
+    target: OutputTarget, name: str, path: str, formats: tuple[str, ...], ctx: RenderContext
+) -> DocResult:
+    """A document whose pages are done but that lacks formats (plan status updated): they are rendered
+    from its JSON, nothing is converted again (both schedulers); one that cannot be written fails."""
+    r = DocResult(name=name, path=path, status=DocStatus.UPDATED, redo=f"added {', '.join(formats)} from its JSON")
+    try:
+        out = target.add_formats(name, formats, replace(ctx, source=path))
+        r.output = Path(out) if target.local is not None else None
+    except (OSError, ValueError) as e:
+        r.status, r.error = DocStatus.FAILED, f"cannot write output: {e}"
+    return r
 
 
 def _put_files(staging: Path, files: dict[str, bytes]) -> None:

@@ -144,6 +144,9 @@ class _Summary:
     interrupted = False
     results: list = []
     failed: list = []
+    degraded: list = []
+    unsupported: list = []
+    nothing_converted = False  # a stub: not the exit code of an empty run (4)
 
     def counts(self) -> dict:
         return {}

@@ -419,7 +419,7 @@ def test_convert_through_the_pipeline_with_engine_hf(tiny_model_dir, tmp_path, m
         ImageDraw.Draw(img).text((10, 10), name, fill="black")
         img.save(tmp_path / name)
         sources.append(str(tmp_path / name))
-    docs = ocrserve.convert(
+    results = ocrserve.convert(
         sources,
         output_dir=tmp_path / "out",
         engine="hf",
@@ -430,6 +430,7 @@ def test_convert_through_the_pipeline_with_engine_hf(tiny_model_dir, tmp_path, m
         fallback=False,
         render_workers=1,
     )
+    docs = [r.document for r in results]
     assert len(docs) == 2
     for doc, size in zip(docs, ((200, 100), (120, 160))):
         page = doc.pages[0]

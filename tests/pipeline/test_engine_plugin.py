@@ -62,13 +62,14 @@ def toy():
 
 def test_a_registered_engine_converts_by_name_with_its_own_option(tmp_path, toy):
     pdf = helpers.text_pdf(tmp_path / "memo.pdf", pages=2)
-    (doc,) = ocrserve.convert(
+    (res,) = ocrserve.convert(
         pdf,
         output_dir=tmp_path / "out",
         engine="toy",
         model="chandra-1",
         engine_options={"greeting": "Ahoy", "repeat": 2},
     )
+    doc = res.document
     assert doc.model == "chandra-1"  # a model engine by default: the Document names the profile
     assert [(p.status, p.engine) for p in doc.pages] == [("ok", "toy"), ("ok", "toy")]
     assert [b.text for b in doc.pages[1].blocks] == ["Ahoy 2.1", "Ahoy 2.2"]
@@ -78,18 +79,21 @@ def test_a_registered_engine_converts_by_name_with_its_own_option(tmp_path, toy)
 
 def test_its_pages_are_rescued_by_the_fallback_like_any_model_engine(tmp_path, toy):
     pdf = helpers.text_pdf(tmp_path / "memo.pdf", pages=2, title="Memo")
-    (doc,) = ocrserve.convert(pdf, engine="toy", model="chandra-1", engine_options={"give_up_on": [1]})
+    (res,) = ocrserve.convert(pdf, engine="toy", model="chandra-1", engine_options={"give_up_on": [1]})
+    doc = res.document
     ok, rescued = doc.pages
     assert (ok.status, rescued.status, rescued.engine, rescued.error) == ("ok", "fallback", "lite", "toy gave up")
     assert rescued.attempts == 3 and any("Memo page 2" in b.text for b in rescued.blocks)  # lite read it
-    (doc,) = ocrserve.convert(pdf, engine="toy", model="chandra-1", engine_options={"give_up_on": [1]}, fallback=False)
+    (res,) = ocrserve.convert(pdf, engine="toy", model="chandra-1", engine_options={"give_up_on": [1]}, fallback=False)
+    doc = res.document
     assert [p.status for p in doc.pages] == ["ok", "failed"] and doc.pages[1].error == "toy gave up"
 
 
 def test_a_not_model_engine_is_never_wrapped(tmp_path, toy, monkeypatch):
     monkeypatch.setattr(ToyEngine, "model_engine", False)
     pdf = helpers.text_pdf(tmp_path / "memo.pdf", pages=2)
-    (doc,) = ocrserve.convert(pdf, engine="toy", model="chandra-1", engine_options={"give_up_on": [0]})
+    (res,) = ocrserve.convert(pdf, engine="toy", model="chandra-1", engine_options={"give_up_on": [0]})
+    doc = res.document
     assert [p.status for p in doc.pages] == ["failed", "ok"] and doc.model == "toy"
 
 

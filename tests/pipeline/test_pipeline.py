@@ -45,7 +45,9 @@ def _stable(doc_json: dict) -> dict:
 def test_every_page_of_every_document_accounted_for(tmp_path, standin):
     src = _docs(tmp_path)
     out = tmp_path / "out"
-    docs = ocrserve.convert([src], output_dir=out, server=standin.url, engine="openai", concurrency=8)
+    docs = [
+        r.document for r in ocrserve.convert([src], output_dir=out, server=standin.url, engine="openai", concurrency=8)
+    ]
     assert len(docs) == 3
     by_pages = sorted(len(d.pages) for d in docs)
     assert by_pages == [1, 2, 4]
@@ -86,7 +88,8 @@ def test_the_request_is_what_the_model_expects(tmp_path, standin):
 def test_retries_connection_errors_and_loops_and_keeps_a_cut_off_answer(tmp_path, standin):
     standin.control(default_plan=["500", "drop", "loop", "cutoff"])
     pdf = helpers.text_pdf(tmp_path / "flaky.pdf", pages=3)
-    (doc,) = ocrserve.convert(pdf, server=standin.url, engine="openai", fallback=False)
+    (res,) = ocrserve.convert(pdf, server=standin.url, engine="openai", fallback=False)
+    doc = res.document
     for p in doc.pages:
         assert p.status == "ok" and p.attempts == 4 and p.truncated and not p.looped
         assert any(b.label == "Section-Header" for b in p.blocks)
@@ -99,7 +102,8 @@ def test_a_cut_off_answer_makes_one_request_and_keeps_the_models_blocks(tmp_path
     standin.control(default_plan=["cutoff"])
     pdf = helpers.text_pdf(tmp_path / "dense.pdf", pages=1)
     out = tmp_path / "out"
-    (doc,) = ocrserve.convert(pdf, output_dir=out, server=standin.url, engine="openai")
+    (res,) = ocrserve.convert(pdf, output_dir=out, server=standin.url, engine="openai")
+    doc = res.document
     assert standin.stats()["total_requests"] == 1
     (p,) = doc.pages
     assert p.status == "ok" and p.engine == "openai" and p.truncated and p.attempts == 1
@@ -114,7 +118,8 @@ def test_a_page_that_still_loops_keeps_the_model_text_and_lite_fills_in_the_rest
     standin.control(default_plan=["loop"] * 10)
     pdf = helpers.text_pdf(tmp_path / "loopy.pdf", pages=1, title="Loopy")
     profile = ocrserve.load_profile("chandra-1").model_copy(update={"max_retries": 1})
-    (doc,) = ocrserve.convert(pdf, server=standin.url, engine="openai", model=profile)
+    (res,) = ocrserve.convert(pdf, server=standin.url, engine="openai", model=profile)
+    doc = res.document
     assert standin.stats()["total_requests"] == 2
     (p,) = doc.pages
     assert p.status == "ok" and p.looped and "still looped" in p.error
@@ -134,7 +139,8 @@ def test_a_page_that_still_loops_keeps_the_model_text_and_lite_fills_in_the_rest
 def test_unreadable_page_is_rescued_by_lite_and_marked(tmp_path, standin):
     standin.control(default_plan=["400"])  # a 4xx that no retry can fix
     pdf = helpers.text_pdf(tmp_path / "bad.pdf", pages=2, title="Rescued")
-    (doc,) = ocrserve.convert(pdf, server=standin.url, engine="openai")
+    (res,) = ocrserve.convert(pdf, server=standin.url, engine="openai")
+    doc = res.document
     assert standin.stats()["total_requests"] == 2  # failed at once, no retry
     for p in doc.pages:
         assert p.status == "fallback" and p.engine == "lite"
@@ -293,7 +299,10 @@ def test_page_ranges_and_stdin_list(tmp_path, standin):
 async def test_async_api_and_bounded_in_flight(tmp_path, standin):
     standin.control(delay_s=0.05)
     pdf = helpers.text_pdf(tmp_path / "many.pdf", pages=24)
-    docs = await ocrserve.aconvert(pdf, server=standin.url, engine="openai", concurrency=4, prefetch_pages=2)
+    docs = [
+        r.document
+        for r in await ocrserve.aconvert(pdf, server=standin.url, engine="openai", concurrency=4, prefetch_pages=2)
+    ]
     assert len(docs[0].pages) == 24 and all(p.status == "ok" for p in docs[0].pages)
     st = standin.stats()
     assert 2 <= st["max_in_flight"] <= 4

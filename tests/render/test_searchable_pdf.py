@@ -146,7 +146,8 @@ def _mixed_pdf(tmp_path: Path) -> Path:
 
 def test_pdf_text_page_kept_scanned_page_layered_with_lite(tmp_path):
     src = _mixed_pdf(tmp_path)
-    [doc] = ocrserve.convert([str(src)], engine="lite")
+    [res] = ocrserve.convert([str(src)], engine="lite")
+    doc = res.document
     assert len(doc.pages) == 2 and all(p.blocks for p in doc.pages)
     out = searchable_pdf(doc)
     before, after = pdfium.PdfDocument(str(src)), pdfium.PdfDocument(out)
