@@ -67,15 +67,15 @@ def image_target(w: int, h: int, budget: Budget) -> tuple[int, int]:
 
 
 def fit_pixels(a: np.ndarray, budget: Budget) -> np.ndarray:
-    """(H, W, 3) RGB pixels fitted as the client fits them (LANCZOS, when that changes the size): RGB, or
-    (H, W) gray when every pixel is gray, which is each channel of the RGB fit exactly."""
-    gray = gray_channel(a)
-    if gray is not None:
-        a = gray
+    """(H, W, 3) RGB pixels fitted as the client fits them (LANCZOS), when that changes their size: in RGB,
+    or for a page whose every pixel is gray on its one channel, (H, W), which is each channel of the RGB
+    fit exactly. Pixels the fit leaves as they are come back as they are (the encoder finds them gray)."""
     size = client_fit_size(a.shape[1], a.shape[0], budget)
-    if size != (a.shape[1], a.shape[0]):
-        a = np.asarray(Image.fromarray(a, "L" if a.ndim == 2 else "RGB").resize(size, Image.Resampling.LANCZOS))
-    return a
+    if size == (a.shape[1], a.shape[0]):
+        return a
+    gray = gray_channel(a)
+    img = Image.fromarray(a, "RGB") if gray is None else Image.fromarray(gray, "L")
+    return np.asarray(img.resize(size, Image.Resampling.LANCZOS))
 
 
 def _fit(img: Image.Image, budget: Budget) -> Image.Image:

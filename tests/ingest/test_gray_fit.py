@@ -75,8 +75,11 @@ def test_a_gray_page_is_fitted_on_one_channel_with_the_rgb_resize_pixels():
         a = np.repeat(g[..., None], 3, axis=2)
         out = raster.fit_pixels(a, GRID)
         size = raster.client_fit_size(a.shape[1], a.shape[0], GRID)
+        if size == (g.shape[1], g.shape[0]):
+            assert out is a  # nothing to fit: the pixels as they are
+            continue
         assert out.ndim == 2 and (out.shape[1], out.shape[0]) == size  # one channel: a third of the work
-        want = np.asarray(Image.fromarray(a, "RGB").resize(size, LANCZOS)) if size != (g.shape[1], g.shape[0]) else a
+        want = np.asarray(Image.fromarray(a, "RGB").resize(size, LANCZOS))
         assert np.array_equal(np.repeat(out[..., None], 3, axis=2), want), g.shape
 
 
