@@ -1,7 +1,10 @@
 """Runs the processes of a layout: attach or spawn, wait for health, restart the dead, stop them all.
 
 - Attach: a port where a healthy vLLM already answers (GET /health and GET /v1/models both 200) is
-  used as it is; nothing is spawned there and nothing is stopped there on exit.
+  used as it is, when it is what this layout would start there: its /v1/models card names the same
+  served model (`id`), the same checkpoint (`root`, or a checkpoint of the same profile) and the same
+  `max_model_len` as the command line (`attach_mismatch`); else the start fails with one line naming
+  both. Nothing is spawned there and nothing is stopped there on exit.
 - Spawn: each child runs in its own process group (vLLM forks an engine core and workers), with
   its output in `<log_dir>/<name>.log`; while starting, a child that exits or misses the health
   deadline fails the start with the reason read from its log tail (out of memory, no GPU, model not
@@ -32,6 +35,7 @@ from pathlib import Path
 import httpx
 
 from ocrserve.errors import OcrserveError
+from ocrserve.vllm.attach import attach_mismatch, expected_card
 from ocrserve.vllm.launch import Layout, ProcessSpec
 
 log = logging.getLogger(__name__)
@@ -213,8 +217,18 @@ class Supervisor:
     def _attach_or_spawn(self, child: Child) -> None:
         s = child.spec
         if probe(s.url):
+            # a front (router, proxy) lists the model of the vLLM servers behind it
+            server = next((c.spec for c in self.children if c.spec.role not in FRONTS), s) if s.role in FRONTS else s
+            want = expected_card(server)
+            why = attach_mismatch(s.url, want) if want is not None else None
+            if why is not None:
+                raise ServeError(
+                    s.name,
+                    f"a server already answers at {s.url}, but not the one this command starts: {why} "
+                    f"(stop it or pick another --port)",
+                )
             child.attached, child.state = True, "attached"
-            log.info("%s: a healthy server already answers at %s; attaching", s.name, s.url)
+            log.info("%s: the same server already answers at %s; attaching", s.name, s.url)
             return
         if port_taken(s.host, s.port):
             raise ServeError(

@@ -129,3 +129,25 @@ def test_with_the_server_dead_mid_run_the_pages_are_the_fallbacks_and_marked_so(
     assert all(p["engine"] == "lite" for p in data["pages"])
     assert sum("is down (" in p["error"] for p in data["pages"]) >= 4  # all but the pages in flight
     assert "is down" in r.stderr  # the breaker's warning
+
+
+def test_the_breaker_opens_probes_once_and_closes_on_an_answer():
+    from ocrserve.engines.openai_breaker import Breaker
+
+    now = [0.0]
+    b = Breaker("http://s/v1", threshold=3, cooldown_s=2.0, max_cooldown_s=5.0, clock=lambda: now[0])
+    for _ in range(2):
+        b.failed("refused")
+    assert b.ready()  # two in a row: still closed
+    b.failed("refused")
+    assert not b.ready() and "3 failed requests in a row" in b.why()
+    now[0] = 2.0
+    assert b.ready() and b.take() is True  # half-open: one probe
+    assert not b.ready()  # and only one
+    b.failed("refused", probe=True)
+    now[0] = 5.9
+    assert not b.ready()  # the cooldown doubled (2 -> 4)
+    now[0] = 6.0
+    assert b.ready() and b.take()
+    b.answered()
+    assert b.ready() and b.take() is False and b.failures == 0

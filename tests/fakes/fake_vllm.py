@@ -1,7 +1,8 @@
 """A stand-in for the `vllm` executable, for supervision tests: `python tests/fake_vllm.py serve MODEL --port N ...`.
 
-It accepts any vLLM flags (only --host, --port and --served-model-name matter) and behaves by the
-environment:
+It accepts any vLLM flags (only --host, --port, --served-model-name and --max-model-len matter: its
+/v1/models card lists the served name as `id`, MODEL as `root` and the max_model_len, as vLLM's does)
+and behaves by the environment:
 
   FAKE_VLLM_MODE     healthy (default): answer /health and /v1/models after FAKE_VLLM_DELAY seconds
                      die: healthy, then exit 3 after FAKE_VLLM_DIE_AFTER seconds
@@ -62,7 +63,11 @@ def main(argv: list[str]) -> int:
         return 2
     host = _arg(argv, "--host", "127.0.0.1")
     port = int(_arg(argv, "--port", "8000"))
-    name = _arg(argv, "--served-model-name", argv[1] if len(argv) > 1 else "model")
+    model = argv[1] if len(argv) > 1 else "model"
+    name = _arg(argv, "--served-model-name", model)
+    card = {"id": name, "object": "model", "root": model}
+    if "--max-model-len" in argv:
+        card["max_model_len"] = int(_arg(argv, "--max-model-len", "0"))
     mode = os.environ.get("FAKE_VLLM_MODE", "healthy")
     delay = float(os.environ.get("FAKE_VLLM_DELAY", "0"))
     state = os.environ.get("FAKE_VLLM_STATE")
@@ -91,7 +96,7 @@ def main(argv: list[str]) -> int:
             if self.path == "/health":
                 body = b""
             elif self.path == "/v1/models":
-                body = json.dumps({"object": "list", "data": [{"id": name, "object": "model"}]}).encode()
+                body = json.dumps({"object": "list", "data": [card]}).encode()
             else:
                 self.send_error(404)
                 return

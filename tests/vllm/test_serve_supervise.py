@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -170,8 +171,8 @@ def test_health_timeout_is_an_error_and_kills_the_child(fake):
 def test_attach_to_healthy_server(fake):
     port = free_port()
     env = {**os.environ, "FAKE_VLLM_MODE": "healthy"}
-    ext = subprocess.Popen(
-        [sys.executable, str(FAKE), "serve", "m", "--port", str(port)],
+    ext = subprocess.Popen(  # the server the supervisor's command line would start (fake(): model m, chandra)
+        [sys.executable, str(FAKE), "serve", "m", "--port", str(port), "--served-model-name", "chandra"],
         env=env,
         stdout=subprocess.DEVNULL,
         start_new_session=True,
@@ -334,6 +335,21 @@ def test_cli_serve_without_vllm_is_the_extras_hint_and_exit_2(tmp_path: Path):
     assert r.returncode == 0 and "vllm serve" in r.stdout and not r.stderr.strip(), (r.stdout, r.stderr)
 
 
+def _planned_vllm_args(tmp_path: Path, env: dict, port: int) -> list[str]:
+    """`serve ...` as `ocrserve serve --port port` would run vLLM (from its --dry-run)."""
+    r = subprocess.run(
+        serve_argv(tmp_path / "logs", "--port", str(port), "--dry-run"),
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    line = next(x for x in r.stdout.splitlines() if x.strip().startswith("[replica-0]"))
+    argv = shlex.split(line.split("]", 1)[1])
+    return argv[argv.index("serve") :]
+
+
 @pytest.mark.parametrize("how", ["attach", "vllm-bin"])
 def test_cli_serve_without_vllm_attaches_or_runs_the_given_executable(tmp_path: Path, how: str):
     """No `vllm` to be found: a healthy server already on the port is attached to, and --vllm-bin
@@ -345,8 +361,8 @@ def test_cli_serve_without_vllm_attaches_or_runs_the_given_executable(tmp_path: 
     ext = None
     args = ["--port", str(port)]
     if how == "attach":
-        ext = subprocess.Popen(
-            [sys.executable, str(FAKE), "serve", "m", "--port", str(port)],
+        ext = subprocess.Popen(  # what `serve` would start there: its dry run's command line (same model and flags)
+            [sys.executable, str(FAKE), *_planned_vllm_args(tmp_path, env, port)],
             env=fake_env,
             stdout=subprocess.DEVNULL,
             start_new_session=True,
