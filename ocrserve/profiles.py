@@ -29,8 +29,20 @@ class Sampling(BaseModel):
     max_tokens: int = 12384
 
 
-class Profile(BaseModel):
-    """What the pipeline knows about one model."""
+class Figures(BaseModel):
+    """A model's architecture figures, for memory planning and FLOPs estimates (decoder + vision tower): a
+    profile's (Chandra 1's by default), and the start of vllm/shape.py's ModelShape."""
+
+    params_b: float = Field(8.8, gt=0, description="all parameters, billions (decoder + vision)")
+    vision_params_b: float = Field(0.6, ge=0)
+    decoder_layers: int = Field(36, gt=0)
+    hidden_size: int = Field(4096, gt=0)
+    num_kv_heads: int = Field(8, gt=0)
+    head_dim: int = Field(128, gt=0)
+
+
+class Profile(Figures):
+    """What the pipeline knows about one model (its architecture figures: Figures')."""
 
     name: str
     checkpoint: str = Field(description="Hugging Face Hub id or local folder of the weights")
@@ -62,13 +74,6 @@ class Profile(BaseModel):
     )
     retry_temperature_max: float = 0.8
     max_retries: int = 6
-    # architecture figures for memory planning and FLOPs estimates (decoder + vision tower)
-    params_b: float = 8.8
-    decoder_layers: int = 36
-    hidden_size: int = 4096
-    num_kv_heads: int = 8
-    head_dim: int = 128
-    vision_params_b: float = 0.6
     # flags `ocrserve serve` gives `vllm serve` for this model, as the model's own launcher does (flags
     # after `--` still win); a --mm-processor-kwargs here replaces ocrserve's default one
     server_args: list[str] = Field(default_factory=list)

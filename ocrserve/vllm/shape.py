@@ -10,9 +10,9 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
-from ocrserve.profiles import Profile
+from ocrserve.profiles import Figures, Profile
 
 log = logging.getLogger(__name__)
 
@@ -22,19 +22,9 @@ FP8 = 1
 DEFAULT_VOCAB = 151_936
 
 
-# the figures a profile gives as they are
-_PROFILE_FIGURES = ("params_b", "vision_params_b", "decoder_layers", "hidden_size", "num_kv_heads", "head_dim")
+class ModelShape(Figures):
+    """The figures of a model that decide its memory: a profile's Figures, and these."""
 
-
-class ModelShape(BaseModel):
-    """The figures of a model that decide its memory."""
-
-    params_b: float = Field(gt=0, description="all parameters, billions (decoder + vision)")
-    vision_params_b: float = Field(ge=0)
-    decoder_layers: int = Field(gt=0)
-    hidden_size: int = Field(gt=0)
-    num_kv_heads: int = Field(gt=0)
-    head_dim: int = Field(gt=0)
     vocab_size: int = DEFAULT_VOCAB
     tie_word_embeddings: bool = False
     # layers with a growing KV cache; hybrid models (Qwen3.5's linear attention) have fewer
@@ -52,7 +42,7 @@ class ModelShape(BaseModel):
             # Qwen3.5 interleaves 3 linear-attention (fixed-size state) layers per full-attention one
             attn = max(1, profile.decoder_layers // 4)
             state = (profile.decoder_layers - attn) * gdn_state_bytes()
-        figures = profile.model_dump(include=set(_PROFILE_FIGURES))
+        figures = profile.model_dump(include=set(Figures.model_fields))
         linear = profile.decoder_layers - attn if attn else 0
         return cls(**figures, attention_layers=attn, linear_state_bytes_per_seq=state, linear_layers=linear)
 
