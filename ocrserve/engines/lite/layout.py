@@ -21,6 +21,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from statistics import median
 
+from ocrserve.engines.lite.columns import drop_caps, split_columns
 from ocrserve.engines.lite.grid import ocr_tables, region_tables
 from ocrserve.engines.lite.headers import metric as _metric
 from ocrserve.engines.lite.headers import split_headers_footers
@@ -92,7 +93,8 @@ def _gutter(lines: list[Line], a: Line, b: Line) -> bool:
     near = [l for l in lines if l is not a and l is not b and abs(l.cy - a.cy) <= 3 * h and l.x1 > a.x0 and l.x0 < b.x1]
     above = [l for l in near if l.cy < a.cy - 0.5 * h]
     below = [l for l in near if l.cy > a.cy + 0.5 * h]
-    if not above or not below:
+    # a column's first (last) line: two rows below (above) it, none on the other side
+    if not (above and below) and len({round(l.cy / h) for l in above + below}) < 2:
         return False
     e = 0.2 * h
     return not any(l.x0 < g1 - e and l.x1 > g0 + e for l in above + below)
@@ -110,8 +112,9 @@ def _justified(lines: list[Line], a: Line, b: Line) -> bool:
     return above >= 2 or (above >= 1 and below)  # (a paragraph's last line has none below)
 
 
-def merge_fragments(lines: list[Line]) -> list[Line]:
-    """Join fragments of one row that are closer than about a line height (not across a gutter)."""
+def merge_fragments(lines: list[Line], gutters: Sequence[float] = ()) -> list[Line]:
+    """Join fragments of one row that are closer than about a line height (not across a gutter, nor
+    across the known column gutters at x positions `gutters`)."""
     out: list[Line] = []
     for ln in sorted(lines, key=lambda l: (l.x0, l.y0)):
         best: Line | None = None
@@ -119,6 +122,8 @@ def merge_fragments(lines: list[Line]) -> list[Line]:
         for cand in out:
             h = max(cand.h, ln.h)
             gap = ln.x0 - cand.x1
+            if any(cand.x1 <= x <= ln.x0 for x in gutters):
+                continue
             if (
                 _vfrac_overlap(cand, ln) >= 0.6
                 and 0.6 <= ln.h / cand.h <= 1.6
@@ -195,11 +200,15 @@ def build_blocks(
     if sum(len(l.text) for l in rotated) > sum(len(l.text) for l in lines if not l.angle):
         rotated = []  # the page's text is mostly slanted (no 90-degree turn rights it): read it as it is
     taken = {id(l) for l in rotated}
-    lines = [l for l in lines if id(l) not in taken]
+    lines = drop_caps([l for l in lines if id(l) not in taken])
     pre_tables: list[TableItem] = []
-    if ocr and lines:  # OCR boxes are words or phrases: find the grid before joining them into lines
+    gutters: list[float] = []
+    if ocr and lines:
+        lines, gutters = split_columns(
+            lines
+        )  # OCR boxes are words or phrases: find the grid before joining them into lines
         pre_tables, lines, rotated = ocr_tables(lines, width, median([l.h for l in lines]), rotated)
-    lines = merge_fragments(join_markers(lines))
+    lines = merge_fragments(join_markers(lines), gutters)
     lh = median([l.h for l in lines]) if lines else 10.0
     body_metric = _weighted_median([(_metric(l), len(l.text)) for l in lines]) if lines else 1.0
     heading_ratio = 1.3 if ocr else 1.2
@@ -207,7 +216,7 @@ def build_blocks(
     tables, body, rotated = region_tables(body, width, lh, rotated)
     tables = pre_tables + tables
     items: list[Item] = [*body, *tables, *(FigureItem(*f) for f in figures)]
-    ordered = reading_order(items, max(0.8 * lh, 0.01 * width)) if items else []
+    ordered = reading_order(items, max(0.8 * lh, 0.01 * width), hints=gutters) if items else []
 
     def is_heading(l: Line) -> bool:
         # (a bullet or a rule alone is no heading, however large)

@@ -8,6 +8,7 @@ with a box (x0, y0, x1, y1); lines weigh 1, tables and figures 2.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from ocrserve.ingest.pdf.textlayer import Line
@@ -24,12 +25,12 @@ def _weight(it: Item) -> int:
     return 1 if isinstance(it, Line) else 2
 
 
-def _vertical_cuts(items: list[Item], min_gap: float) -> list[float]:
+def _vertical_cuts(items: list[Item], min_gap: float, hints: Sequence[float] = ()) -> list[float]:
     ivs = sorted((it.x0, it.x1) for it in items)
     gaps: list[tuple[float, float]] = []
     end = ivs[0][1]
     for a, b in ivs[1:]:
-        if a - end >= min_gap:
+        if a - end >= min_gap or (a > end and any(end <= x <= a for x in hints)):
             gaps.append((end, a))
         end = max(end, b)
     cuts = []
@@ -64,28 +65,29 @@ def leaf_order(items: list[Item]) -> list[Item]:
     return [it for r in rows for it in sorted(r, key=lambda i: i.x0)]
 
 
-def reading_order(items: list[Item], min_gap: float, depth: int = 0) -> list[Item]:
-    """Recursive XY-cut with gutter-aware band grouping."""
+def reading_order(items: list[Item], min_gap: float, depth: int = 0, hints: Sequence[float] = ()) -> list[Item]:
+    """Recursive XY-cut with gutter-aware band grouping. `hints`: x positions of known column gutters
+    (ocrserve.engines.lite.columns), cut wherever nothing crosses them, however narrow the gap."""
     if len(items) <= 1 or depth > 60:
         return leaf_order(items)
-    cuts = _vertical_cuts(items, min_gap)
+    cuts = _vertical_cuts(items, min_gap, hints)
     if cuts:
         edges = [-float("inf"), *cuts, float("inf")]
         out: list[Item] = []
         for a, b in zip(edges, edges[1:]):
             col = [it for it in items if a <= (it.x0 + it.x1) / 2 < b]
-            out += reading_order(col, min_gap, depth + 1) if len(col) < len(items) else leaf_order(col)
+            out += reading_order(col, min_gap, depth + 1, hints) if len(col) < len(items) else leaf_order(col)
         return out
     bands = _y_bands(items)
     if len(bands) == 1:
         return leaf_order(items)
     groups: list[list[Item]] = []
     for band in bands:
-        if groups and _vertical_cuts(groups[-1] + band, min_gap):
+        if groups and _vertical_cuts(groups[-1] + band, min_gap, hints):
             groups[-1] = groups[-1] + band
         else:
             groups.append(list(band))
     out = []
     for g in groups:
-        out += reading_order(g, min_gap, depth + 1) if len(g) < len(items) else leaf_order(g)
+        out += reading_order(g, min_gap, depth + 1, hints) if len(g) < len(items) else leaf_order(g)
     return out
