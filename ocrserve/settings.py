@@ -82,10 +82,10 @@ class Settings(BaseSettings):
     vllm_bin: str = "vllm"
     # worker processes for the lite engine (0 = cpu count, at most 8)
     lite_workers: int = 0
-    # seconds a request to the server may take (a streamed one: between two pieces); unset: 600, or for
-    # whole answers enough for the page's token limit at 8 tokens/s (60 + max_tokens / 8; 1,608 s at 12,384)
+    # seconds a request to the server may take in all (its deadline, streamed or not); unset: enough for
+    # the request's token limit at 8 tokens/s (60 + max_tokens / 8, at least 600; 1,608 s at 12,384)
     request_timeout: float | None = None
-    # give up on a page after this many connection errors / 5xx answers
+    # give up on a page after this many failed requests (connection errors, 5xx, deadlines, oversized answers)
     max_connection_retries: int = 5
     # convert --no-fallback sets it false: hand pages the model cannot read to the lite engine
     fallback: bool = True

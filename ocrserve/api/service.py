@@ -23,7 +23,7 @@ from ocrserve.api.images import PageImages
 from ocrserve.api.metrics import Metrics
 from ocrserve.api.tap import ConversionTap, Sink
 from ocrserve.engines import Engine, create_fallback
-from ocrserve.ingest.pool import ResilientPool, WorkerCrash, default_task_timeout, default_workers
+from ocrserve.ingest.pool import WorkerCrash, run_pool
 from ocrserve.ingest.raster import DocumentError, SourceInfo, open_source
 from ocrserve.ingest.sources import PageSelection, parse_page_ranges
 from ocrserve.pipeline.local import Converter, DocResult
@@ -111,11 +111,7 @@ class Service:
         self.settings = settings
         self.engine = engine
         self.profile = profile or getattr(engine, "profile", None) or load_profile(settings.model)
-        self.pool = ResilientPool(
-            default_workers(settings.render_workers, cap=8),
-            start_method=settings.mp_start,
-            task_timeout=default_task_timeout(settings),
-        )
+        self.pool = run_pool(settings)
         self.images = PageImages(settings.api_page_cache_bytes)
         self.metrics: Metrics  # set by the app
         self._lite: Engine | None = None  # the fallback engine, made on first use
