@@ -5,6 +5,7 @@
     DATA/jobs/<id>/result.json   the Document JSON once the job is done
     DATA/jobs/<id>/job.json      the finished job's row (so a database restored from a backup gets it back)
     DATA/jobs/<id>/images/       its figure crops (GET /v1/jobs/<id>/images/<name>)
+    DATA/jobs/<id>/pages/, doc/  while it runs: finished pages (for a resume), the conversion's folder
 
 A job goes queued -> running -> done | failed. A service that stops (even killed) leaves its running
 jobs as `running`; `JobStore.recover()` at start puts them back to `queued`, so none is lost.
@@ -136,6 +137,10 @@ class JobStore:
     def images_dir(self, job_id: str) -> Path:
         return self.job_dir(job_id) / "images"
 
+    def doc_dir(self, job_id: str) -> Path:
+        """Where a running job's conversion writes its document folder (its figure crops go to images/)."""
+        return self.job_dir(job_id) / "doc"
+
     def pages_dir(self, job_id: str) -> Path:
         """Pages a running job has finished (kept for a resume until the job ends)."""
         return self.job_dir(job_id) / "pages"
@@ -263,6 +268,7 @@ class JobStore:
                     self.drop_input(d.name)
                     n["inputs"] += 1
                 shutil.rmtree(self.pages_dir(d.name), ignore_errors=True)
+                shutil.rmtree(self.doc_dir(d.name), ignore_errors=True)
         return n
 
     def _adopt(self, job_id: str) -> bool:

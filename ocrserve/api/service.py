@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import shutil
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -172,10 +173,13 @@ class Service:
         owner: str = "",
         on_page: Callable[[int, str, Any], None] | None = None,
         known_pages: dict[int, Any] | None = None,
+        figures_dir: Path | None = None,
     ) -> tuple[DocResult, bool]:
         """Run the pipeline on one checked upload. Returns (result, interrupted). on_page(index, status,
         page) follows each page; known_pages (index -> Page, from an interrupted run of the same upload)
-        are used as they are, not converted again. owner: who may fetch the page images (a key's id)."""
+        are used as they are, not converted again. owner: who may fetch the page images (a key's id).
+        figures_dir: an empty folder of the conversion's own; the pipeline writes the document folder
+        there with its figure crops (`result.output/images/`, the blocks' `figure` relative to it)."""
         tap = ConversionTap(self.metrics, self.images, sink, stream, owner)
 
         async def fallback() -> Engine:
@@ -196,11 +200,16 @@ class Service:
             pages=checked.pages,
             password=checked.password,
             pool=self.pool,
-            figures=False,
+            figures=figures_dir is not None,
+            output=str(figures_dir) if figures_dir is not None else None,
+            formats=("json",),
+            force=True,
             on_event=on_event,
             fallback_engine=fallback,
             known_pages=(lambda name, sha: known_pages) if known_pages else None,
         )
+        if figures_dir is not None:
+            await asyncio.to_thread(shutil.rmtree, figures_dir, True)  # a run before this one's: not complete
         try:
             summary = await conv.run([checked.path])
         finally:

@@ -23,9 +23,11 @@ import shutil
 import time
 from collections.abc import Callable
 from functools import partial
+from glob import escape as glob_escape
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ocrserve.api.figures import keep_figures
 from ocrserve.api.jobs import JobStatus, JobStore
 from ocrserve.api.service import Checked, Service
 from ocrserve.document import Document, Page
@@ -152,7 +154,7 @@ class JobWorker:
             # server was down, is asked of the model again after a restart)
             if page is not None and status == "ok" and index not in known and job_id not in self.deleted:
                 try:
-                    _write_page(pages_dir, page, run)
+                    _write_page(pages_dir, page, run, self.store.doc_dir(job_id))
                 except OSError as e:  # a checkpoint is a saving, never a failure
                     log.warning("job %s: cannot keep page %d for a resume: %s", job_id, index + 1, e)
             counts["done"] += 1
@@ -172,7 +174,7 @@ class JobWorker:
         progress = asyncio.create_task(write_progress())
         try:
             result, interrupted = await self.service.convert(
-                checked, on_page=on_page, known_pages=known, owner=job["key"]
+                checked, on_page=on_page, known_pages=known, owner=job["key"], figures_dir=self.store.doc_dir(job_id)
             )
         except asyncio.CancelledError:
             interrupted = True
@@ -203,10 +205,12 @@ class JobWorker:
             "pages_failed": sum(p.status == "failed" for p in doc.pages),
         }
         try:
-            await asyncio.to_thread(self._write_result, job_id, doc, end)  # rendered there: off the event loop
+            # rendered there, off the event loop; the figure crops go to the job's images/
+            await asyncio.to_thread(self._write_result, job_id, doc, end, result.output)
         except OSError as e:  # a full disk: what the job holds goes first, so that its end can be recorded
             await asyncio.to_thread(self.store.drop_input, job_id)
             await asyncio.to_thread(shutil.rmtree, self.store.pages_dir(job_id), True)
+            await asyncio.to_thread(shutil.rmtree, self.store.doc_dir(job_id), True)
             await self._finish(job_id, "failed", error=f"cannot write the result: {e.strerror or e}")
             return
         await self._finish(
@@ -220,11 +224,12 @@ class JobWorker:
             await asyncio.to_thread(self.store.drop_input, job_id)
             await asyncio.to_thread(shutil.rmtree, self.store.pages_dir(job_id), True)
 
-    def _write_result(self, job_id: str, doc: Document, end: dict[str, Any]) -> None:
+    def _write_result(self, job_id: str, doc: Document, end: dict[str, Any], folder: Path | None) -> None:
         """In a thread, which runs to its end even if the job is cancelled meanwhile: a job deleted while
         its result was written leaves no folder behind (the check comes after the write). The job's row
         goes beside the result (job.json), so a database restored from a backup finds the job again."""
         try:
+            keep_figures(folder, self.store.images_dir(job_id), self.store.pages_dir(job_id) / "images")
             _write_atomic(self.store.result_path(job_id), render_json(doc))
             self.store.write_meta(job_id, {**end, "status": "done", "finished": time.time()})
         finally:
@@ -263,10 +268,21 @@ def _write_atomic(path: Path, text: str) -> None:
         tmp.unlink(missing_ok=True)  # a torn one (a full disk) takes no room
 
 
-def _write_page(folder: Path, page: Page, run: dict) -> None:
-    """One finished page of a running job (atomic: a torn file would only be converted again). The job's
-    folder must exist: a job deleted meanwhile gets no folder back."""
+def _write_page(folder: Path, page: Page, run: dict, doc_dir: Path | None = None) -> None:
+    """One finished page of a running job (atomic: a torn file would only be converted again), with its
+    figure crops (from the conversion's staging folder under doc_dir; a page whose crops are not found is
+    not kept). The job's folder must exist: a job deleted meanwhile gets no folder back."""
+    crops = {}
+    for b in page.blocks:
+        if b.figure:
+            found = doc_dir and next(iter(doc_dir.glob(f".*.partial-*/{glob_escape(b.figure)}")), None)
+            if not found:
+                return
+            crops[b.figure] = found
     folder.mkdir(exist_ok=True)  # not parents: a deleted job's folder is not made again
+    for rel, src in crops.items():
+        (folder / rel).parent.mkdir(exist_ok=True)
+        shutil.copyfile(src, folder / rel)
     if not (folder / "run.json").is_file():
         tmp = folder / ".run.json.tmp"
         tmp.write_text(json.dumps(run), encoding="utf-8")
@@ -296,6 +312,7 @@ def _load_pages(folder: Path, run: dict) -> dict[int, Page]:
             page = Page.model_validate_json(f.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
-        if f.stem == str(page.index) and page.status == "ok":
+        crops = all(b.figure is None or (folder / b.figure).is_file() for b in page.blocks)
+        if f.stem == str(page.index) and page.status == "ok" and crops:
             pages[page.index] = page
     return pages

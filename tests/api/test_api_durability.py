@@ -73,6 +73,9 @@ def test_sigkill_mid_job_then_restart_completes_every_page(standin: StandIn, tmp
             assert j["status"] == "done" and j["pages_done"] == pages and j["pages_failed"] == 0, j
             doc = c.get(f"/v1/jobs/{jid}/result").json()
             assert [p["index"] for p in doc["pages"]] == list(range(pages))
+            # every page's figure crop is there, those of the pages kept from before the kill too
+            figs = [b["figure"] for p in doc["pages"] for b in p["blocks"] if b["figure"]]
+            assert len(figs) == pages and all(c.get(f).content.startswith(b"\x89PNG") for f in figs), figs
             assert all(p["status"] == "ok" and p["blocks"] for p in doc["pages"])
         # the resumed job asked the model only for the pages it did not have; the queued one for all
         assert standin.stats()["total_requests"] - requests_before == (pages - len(kept)) + pages

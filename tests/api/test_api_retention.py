@@ -225,7 +225,7 @@ def test_store_expire_removes_only_finished_jobs_past_the_ttl(tmp_path) -> None:
 class _HangingService:
     """Converts nothing: every conversion waits until it is cancelled."""
 
-    async def convert(self, checked, on_page=None, known_pages=None, owner=""):
+    async def convert(self, checked, on_page=None, known_pages=None, owner="", figures_dir=None):
         await asyncio.Event().wait()
 
 

@@ -18,6 +18,7 @@ from fastapi.responses import Response
 
 from ocrserve.api.deps import Context, caller, context
 from ocrserve.api.errors import BadDocument, BadInput
+from ocrserve.api.figures import cache_figures
 from ocrserve.api.routes.common import (
     INPUT_DOC,
     STATUS_HEADER,
@@ -31,9 +32,11 @@ from ocrserve.api.routes.sse import EventStream, Hold, done_unless_gone
 from ocrserve.api.routes.upload import read_upload
 from ocrserve.api.service import Checked
 from ocrserve.export.formats import get_format
+from ocrserve.pipeline.results import DocResult
 from ocrserve.render import render_json
 
 log = logging.getLogger(__name__)
+FIGURES = ".figures"  # the conversion's document folder, beside the upload (no upload's name starts with a dot)
 
 CONVERT_DOC = (
     "Convert one document (PDF, image, or an Office file through LibreOffice) and answer with the result.\n\n"
@@ -92,7 +95,7 @@ async def convert(
         if stream:
             handed_off = True
             return EventStream(
-                partial(_stream_events, ctx, checked, format, who),
+                partial(_stream_events, ctx, checked, format, who, work / FIGURES),
                 hold,
                 s.api_stream_buffer_bytes,
                 partial(_dropped, ctx, up.filename),
@@ -101,7 +104,7 @@ async def convert(
             keep = Path(tempfile.mkdtemp(prefix="ocrserve-src-"))
             source = keep / up.path.name
             await asyncio.to_thread(shutil.copyfile, up.path, source)
-        task = asyncio.create_task(svc.convert(checked, owner=who))
+        task = asyncio.create_task(_convert(ctx, checked, who, work / FIGURES))
         task.add_done_callback(hold.release_cb)  # the slot is the work's: back once the work has stopped
         if not await done_unless_gone(task, request):
             log.info("client went away: conversion of %s stopped", up.filename)
@@ -126,11 +129,23 @@ def _dropped(ctx: Context, filename: str, waiting: int) -> None:
     ctx.metrics.rejected.labels(reason="slow_reader").inc()
 
 
-async def _stream_events(ctx: Context, checked: Checked, fmt: str, who: str, sink: Callable[[str, Any], None]) -> None:
-    """One streamed conversion: its events into sink, then `done` (or `error`)."""
+async def _convert(ctx: Context, checked: Checked, who: str, figures: Path) -> tuple[DocResult, bool]:
+    """The conversion, its figure crops put in the image cache before it ends (its folder goes then)."""
+    result, interrupted = await ctx.service.convert(checked, owner=who, figures_dir=figures)
+    if result.document is not None:
+        await asyncio.to_thread(cache_figures, result.document, result.output, ctx.service.images, who)
+    return result, interrupted
+
+
+async def _stream_events(
+    ctx: Context, checked: Checked, fmt: str, who: str, figures: Path, sink: Callable[[str, Any], None]
+) -> None:
+    """One streamed conversion: its events into sink, then `done` (or `error`). The `done` event's
+    Document links its figures (/v1/figures/...); a `page_done` event's blocks name them relative."""
     try:
-        result, interrupted = await ctx.service.convert(checked, sink=sink, stream=True, owner=who)
+        result, interrupted = await ctx.service.convert(checked, sink=sink, stream=True, owner=who, figures_dir=figures)
         if result.document is not None:
+            await asyncio.to_thread(cache_figures, result.document, result.output, ctx.service.images, who)
             sink("done", await asyncio.to_thread(_done_payload, result, fmt, ctx.settings.keep_headers_footers))
         elif not interrupted:
             sink("error", {"error": f"{checked.filename}: {result.error}"})

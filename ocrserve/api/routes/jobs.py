@@ -1,22 +1,27 @@
-"""/v1/jobs: persistent asynchronous conversions (submit, status, result, delete)."""
+"""/v1/jobs: persistent asynchronous conversions (submit, status, result, its figures and the document
+folder as a zip, delete)."""
 
 from __future__ import annotations
 
 import asyncio
 import shutil
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import FileResponse, JSONResponse, Response
+from starlette.background import BackgroundTask
 
 from ocrserve.api.deps import Context, caller, context
 from ocrserve.api.errors import BadDocument, BadInput, Busy, Conflict, NotFound, TooLarge, shorten
+from ocrserve.api.figures import build_archive, image_path, job_links
 from ocrserve.api.jobs import Job
 from ocrserve.api.routes.common import (
     INPUT_DOC,
     STATUS_HEADER,
     STATUS_HEADER_DOC,
     FormatQuery,
+    attachment,
     duration,
     formats_doc,
     render,
@@ -163,13 +168,57 @@ def build(settings: Settings) -> APIRouter:
             text, doc = await asyncio.to_thread(load)
         except FileNotFoundError:  # removed under us (expired or deleted right now)
             raise NotFound(f"no job {shorten(job_id)}{_gone_hint(ctx.settings)}") from None
+        linked = await asyncio.to_thread(job_links, doc, job_id)  # its figures: /v1/jobs/{id}/images/{name}
         resp = (
             Response(text, media_type="application/json")
-            if format == "json"
+            if format == "json" and not linked
             else await render(doc, format, ctx.settings.keep_headers_footers)
         )
         resp.headers[STATUS_HEADER] = doc.status
         return resp
+
+    @router.get(
+        "/v1/jobs/{job_id}/images/{name}",
+        response_class=FileResponse,
+        responses=not_found,
+        description="A figure crop of a done job (its result links each one here).",
+    )
+    async def job_image(request: Request, job_id: str, name: str, who: str = Depends(caller)):
+        ctx = context(request)
+        await _owned(ctx, job_id, who)
+        path = await asyncio.to_thread(image_path, ctx.store.images_dir(job_id), name)
+        if path is None:
+            raise NotFound(f"job {shorten(job_id)} has no image {shorten(name)}")
+        return FileResponse(path, media_type="image/png", headers={"Cache-Control": "private, max-age=3600"})
+
+    @router.get(
+        "/v1/jobs/{job_id}/archive",
+        response_class=FileResponse,
+        responses=not_found,
+        description="A done job's document folder as a zip: `<name>/<name>.md`, `.html`, `.json` and "
+        "`<name>/images/` (the figure crops, linked relative, as `ocrserve convert` writes the folder).",
+    )
+    async def job_archive(request: Request, job_id: str, who: str = Depends(caller)):
+        ctx = context(request)
+        job = await _owned(ctx, job_id, who)
+        if job.status != "done":
+            raise Conflict(f"job {job_id} is {job.status}: only a done job has a document folder")
+
+        def build() -> Path:
+            doc = Document.model_validate_json(ctx.store.result_path(job_id).read_text(encoding="utf-8"))
+            return build_archive(doc, ctx.store.images_dir(job_id), ctx.settings.keep_headers_footers)
+
+        try:
+            path = await asyncio.to_thread(build)
+        except FileNotFoundError:
+            raise NotFound(f"no job {shorten(job_id)}{_gone_hint(ctx.settings)}") from None
+        stem = PurePosixPath(job.filename).stem or "document"
+        return FileResponse(
+            path,
+            media_type="application/zip",
+            headers={"Content-Disposition": attachment(f"{stem}.zip")},
+            background=BackgroundTask(path.unlink, missing_ok=True),
+        )
 
     @router.delete(
         "/v1/jobs/{job_id}",
