@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import html as htmllib
 import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
@@ -319,14 +320,34 @@ def escape_attr(value: str) -> str:
 _HANDLER_LIKE = re.compile(r"(on[a-z]+\s*)=", re.IGNORECASE)
 
 
-def serialize_children(node: LexborNode, store: MathStore, allowed_tags: set[str], allowed_attrs: set[str]) -> str:
-    """Safe HTML of the children of `node` (iterative: any depth)."""
-    kids = []
+def children(node: LexborNode) -> Iterator[LexborNode]:
     c = node.child
     while c is not None:
-        kids.append(c)
+        yield c
         c = c.next
-    return serialize_nodes(kids, store, allowed_tags, allowed_attrs)
+
+
+def walk(nodes: Iterable[LexborNode], visit: Callable[[LexborNode, str], str | None], out: list[str]) -> None:
+    """Depth first over `nodes` and their descendants, without recursion (HTML nests deeper than Python's
+    stack). `visit(node, its lower-case tag)` appends what the node opens with to `out` and answers None
+    (its children are skipped) or what closes it ("": nothing), appended to `out` after its children."""
+    stack: list[tuple[LexborNode | None, str]] = [(n, "") for n in reversed(list(nodes))]
+    while stack:
+        cur, closing = stack.pop()
+        if cur is None:
+            out.append(closing)
+            continue
+        close = visit(cur, (cur.tag or "").lower())
+        if close is None:
+            continue
+        if close:
+            stack.append((None, close))
+        stack.extend((k, "") for k in reversed(list(children(cur))))
+
+
+def serialize_children(node: LexborNode, store: MathStore, allowed_tags: set[str], allowed_attrs: set[str]) -> str:
+    """Safe HTML of the children of `node` (iterative: any depth)."""
+    return serialize_nodes(list(children(node)), store, allowed_tags, allowed_attrs)
 
 
 def serialize_nodes(nodes: list[LexborNode], store: MathStore, allowed_tags: set[str], allowed_attrs: set[str]) -> str:
@@ -335,40 +356,27 @@ def serialize_nodes(nodes: list[LexborNode], store: MathStore, allowed_tags: set
     allowed_tags = {t.lower() for t in allowed_tags} - DROP_WITH_CONTENT
     allowed_attrs = {a.lower() for a in allowed_attrs}
     out: list[str] = []
-    # explicit stack of (node, end tag): a None node means "emit the end tag now"
-    stack: list[tuple[LexborNode | None, str]] = [(n, "") for n in reversed(nodes)]
-    while stack:
-        cur, closing = stack.pop()
-        if cur is None:
-            out.append(closing)
-            continue
-        tag = (cur.tag or "").lower()
+
+    def visit(cur: LexborNode, tag: str) -> str | None:
         if tag == "-text":
             out.append(_escape_text(cur.text_content or "", store))
-            continue
-        if tag.startswith("-") or cur.is_comment_node or not cur.is_element_node:
-            continue
-        if tag in DROP_WITH_CONTENT:
-            continue
-        kids = []
-        k = cur.child
-        while k is not None:
-            kids.append(k)
-            k = k.next
-        if tag in allowed_tags and _TAG_NAME.fullmatch(tag):
-            attrs = []
-            for name, value in cur.attributes.items():
-                # judge the value as it will be written: math put back first (a javascript: URL
-                # could hide in a <math> placeholder)
-                value = store.latex(value or "")
-                if not attr_allowed(name, value, allowed_attrs):
-                    continue
-                attrs.append(f' {name.lower()}="{escape_attr(value)}"' if value else f" {name.lower()}")
-            out.append(f"<{tag}{''.join(attrs)}>")
-            if tag in VOID_TAGS:
+            return None
+        if tag.startswith("-") or cur.is_comment_node or not cur.is_element_node or tag in DROP_WITH_CONTENT:
+            return None
+        if tag not in allowed_tags or not _TAG_NAME.fullmatch(tag):
+            return ""  # its content stays, the tag goes
+        attrs = []
+        for name, value in cur.attributes.items():
+            # judge the value as it will be written: math put back first (a javascript: URL
+            # could hide in a <math> placeholder)
+            value = store.latex(value or "")
+            if not attr_allowed(name, value, allowed_attrs):
                 continue
-            stack.append((None, f"</{tag}>"))
-        stack.extend((k, "") for k in reversed(kids))
+            attrs.append(f' {name.lower()}="{escape_attr(value)}"' if value else f" {name.lower()}")
+        out.append(f"<{tag}{''.join(attrs)}>")
+        return None if tag in VOID_TAGS else f"</{tag}>"
+
+    walk(nodes, visit, out)
     return "".join(out)
 
 

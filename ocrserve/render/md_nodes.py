@@ -7,16 +7,10 @@ import re
 from selectolax.lexbor import LexborNode
 
 from ocrserve.labels import BLOCK_TAGS
-from ocrserve.sanitize import MATH_REF, MathStore
+from ocrserve.sanitize import MATH_REF, MathStore, walk
+from ocrserve.sanitize import children as children
 
 WS = re.compile(r"[ \t\r\n\f\v]+")
-
-
-def children(node: LexborNode):
-    c = node.child
-    while c is not None:
-        yield c
-        c = c.next
 
 
 def checkbox(node: LexborNode) -> str | None:
@@ -34,33 +28,27 @@ def oneline(s: str) -> str:
 def node_text(node: LexborNode, store: MathStore) -> str:
     """Plain text of a block: words, LaTeX of its math, [x]/[ ] for checkboxes, alt text of images."""
     parts: list[str] = []
-    # iterative walk: (node, closing) where closing marks the end of a block element
-    stack: list[tuple[LexborNode | None, str]] = [(c, "") for c in reversed(list(children(node)))]
-    while stack:
-        n, closing = stack.pop()
-        if n is None:
-            parts.append(closing)
-            continue
-        tag = (n.tag or "").lower()
+
+    def visit(n: LexborNode, tag: str) -> str | None:
         if tag == "-text":
             parts.append(
                 MATH_REF.sub(
                     lambda m: " " + ((store.get(int(m.group(1))) or ("", False))[0]) + " ", n.text_content or ""
                 )
             )
-            continue
+            return None
         if not n.is_element_node or tag.startswith("-"):
-            continue
+            return None
         if tag == "input":
             parts.append(" " + (checkbox(n) or "") + " ")
-            continue
+            return None
         if tag == "img":
             parts.append(" " + store.latex(n.attributes.get("alt") or "") + " ")
-            continue
+            return None
         if tag in BLOCK_TAGS or tag in ("br", "td", "th"):
             parts.append("\n")
-        if tag in BLOCK_TAGS or tag in ("td", "th"):
-            stack.append((None, "\n"))
-        stack.extend((c, "") for c in reversed(list(children(n))))
+        return "\n" if tag in BLOCK_TAGS or tag in ("td", "th") else ""
+
+    walk(children(node), visit, parts)
     text = "".join(parts)
     return "\n".join(oneline(ln) for ln in text.split("\n") if ln.strip())
