@@ -11,9 +11,9 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
-from bench.client_cpu_stages import first_request_s  # noqa: E402
-from ocrserve.profiles import PROFILES  # noqa: E402
-from tests.fakes.standin import start_standin  # noqa: E402
+from bench.client_cpu_stages import first_request_s
+from ocrserve.profiles import PROFILES
+from tests.fakes.standin import start_standin
 
 work = Path(tempfile.mkdtemp())
 for model in ("chandra-1", "chandra-2"):
