@@ -7,6 +7,7 @@ import json
 from collections import defaultdict
 
 from ocrserve.api.errors import Busy, TooLarge
+from ocrserve.vllm.router import respond
 
 
 class KeyLimiter:
@@ -51,18 +52,7 @@ class BodyLimit:
             self.on_reject()
         err = too_large(self.limit)
         body = json.dumps({"detail": err.detail, "code": err.code}).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"connection", b"close"),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await respond(send, 413, body, headers={"connection": "close"})
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["method"] != "POST" or not scope["path"].startswith(self.paths):
