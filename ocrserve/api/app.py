@@ -6,10 +6,12 @@
     POST   /v1/jobs               same input -> 202 {"id"}
     GET    /v1/jobs/{id}          status (queued, running, done, failed) and progress
     GET    /v1/jobs/{id}/result   ?format=json|md|html|txt|chunks (not pdf: a job keeps no source)
+    GET    /v1/jobs/{id}/images/{name}, /v1/jobs/{id}/archive   a job's figure crops; its document folder (zip)
     DELETE /v1/jobs/{id}
     POST   /v1/render             a Document (JSON, or multipart `document` + `file` for pdf) in another format;
                                   GET /v1/formats lists them
     GET    /v1/pages/{token}.png  page images for the viewer (tokens come in `page_started` events)
+    GET    /v1/figures/{token}.png  figure crops of /v1/convert (its Document links them)
     GET    /healthz, /readyz, /metrics, /docs, /  (the viewer)
 
 This module only builds the app: the lifespan (engine, service, job worker, sweeper), the middleware
