@@ -305,46 +305,31 @@ def _without_vllm(tmp_path: Path) -> dict[str, str]:
     return {**env, "PATH": str(tmp_path / "empty-bin"), "PYTHONPATH": str(ROOT)}
 
 
+def _serve(tmp_path: Path, env: dict, *args: str) -> subprocess.CompletedProcess:
+    """`ocrserve serve *args` (logs under tmp_path), run to its end."""
+    argv = serve_argv(tmp_path / "logs", *args)
+    return subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
 def test_cli_serve_without_vllm_is_the_extras_hint_and_exit_2(tmp_path: Path):
     """vLLM to start and no `vllm` to start: one line naming the [vllm] extra (as the other commands'
     hints do), exit 2; nothing is left listening. --dry-run needs no vLLM."""
     port = free_port()
     env = _without_vllm(tmp_path)
-    r = subprocess.run(
-        serve_argv(tmp_path / "logs", "--port", str(port)),
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = _serve(tmp_path, env, "--port", str(port))
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert r.stderr.strip().splitlines() == [
         "error: ocrserve serve needs the [vllm] extra (vllm is not installed): "
         "pip install '.[vllm]' (in a clone of ocrserve; it is not on PyPI)"
     ], r.stderr
     assert not probe(f"http://127.0.0.1:{port}")
-    r = subprocess.run(
-        serve_argv(tmp_path / "logs", "--port", str(port), "--dry-run"),
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = _serve(tmp_path, env, "--port", str(port), "--dry-run")
     assert r.returncode == 0 and "vllm serve" in r.stdout and not r.stderr.strip(), (r.stdout, r.stderr)
 
 
 def _planned_vllm_args(tmp_path: Path, env: dict, port: int) -> list[str]:
     """`serve ...` as `ocrserve serve --port port` would run vLLM (from its --dry-run)."""
-    r = subprocess.run(
-        serve_argv(tmp_path / "logs", "--port", str(port), "--dry-run"),
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = _serve(tmp_path, env, "--port", str(port), "--dry-run")
     line = next(x for x in r.stdout.splitlines() if x.strip().startswith("[replica-0]"))
     argv = shlex.split(line.split("]", 1)[1])
     return argv[argv.index("serve") :]
@@ -399,16 +384,7 @@ def test_cli_serve_without_vllm_attaches_or_runs_the_given_executable(tmp_path: 
 def test_cli_serve_dry_run_shows_the_renderer_threads(tmp_path: Path):
     """`ocrserve serve` starts vLLM with 8 API renderer threads; --renderer-workers 0 leaves vLLM's default."""
     env = _without_vllm(tmp_path)
-    r = subprocess.run(
-        serve_argv(tmp_path / "logs", "--dry-run"), env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
+    r = _serve(tmp_path, env, "--dry-run")
     assert r.returncode == 0 and "--renderer-num-workers 8" in r.stdout, (r.stdout, r.stderr)
-    r = subprocess.run(
-        serve_argv(tmp_path / "logs", "--dry-run", "--renderer-workers", "0"),
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = _serve(tmp_path, env, "--dry-run", "--renderer-workers", "0")
     assert r.returncode == 0 and "vllm serve" in r.stdout and "--renderer-num-workers" not in r.stdout, r.stdout
