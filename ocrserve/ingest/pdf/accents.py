@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import unicodedata
+from dataclasses import replace
 
 from ocrserve.ingest.pdf.chars import Char
 
@@ -59,17 +60,8 @@ def compose_accents(chars: list[Char]) -> list[Char]:
         if best is None:
             continue
         b = out[best]
-        out[best] = Char(
-            unicodedata.normalize("NFC", b.text + _COMBINING[a.text]),
-            b.x0,
-            min(a.y0, b.y0),
-            b.x1,
-            max(a.y1, b.y1),
-            b.size,
-            b.weight,
-            b.invisible,
-            b.generated,
-            b.angle,
+        out[best] = replace(
+            b, text=unicodedata.normalize("NFC", b.text + _COMBINING[a.text]), y0=min(a.y0, b.y0), y1=max(a.y1, b.y1)
         )
         drop.add(i)
         # the space pdfium may have generated around a detached accent goes with it
