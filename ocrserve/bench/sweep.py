@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -344,6 +345,8 @@ class Sweep:
             )
         except Exception as e:  # noqa: BLE001 - a failing configuration is a result; the sweep goes on
             res["error"] = f"{type(e).__name__}: {e}"
+            # where it failed: an error like `[Errno 2] No such file or directory` names no file
+            res["error_trace"] = traceback.format_exc()[-3000:]
             log.warning("%s failed: %s", cfg.name, e)
         finally:
             res["serve_exit_code"] = srv.stop()

@@ -406,3 +406,23 @@ def test_the_latency_probes_text_kind_sends_no_image():
     assert "image_url" not in parts["text"] and "text" in parts["text"]
     assert parts["tiny"].count("image_url") == 1 and parts["page"].count("image_url") == 1
     assert bodies["page"]["stream"] and bodies["page"]["ignore_eos"] and bodies["page"]["max_tokens"] == 40
+
+
+def test_a_failing_measurement_keeps_its_traceback(tmp_path):
+    """A configuration whose measurement raises is a result with its error and where it was raised (an
+    OSError's message alone may name no file); what was measured before it stays."""
+    spec = _spec(
+        tmp_path,
+        {
+            "pages": 2,
+            "max_tokens": 8,
+            "defaults": {"concurrency": 2},
+            # the stand-in serves Chandra 1: the bench modes refuse a chandra-2 profile
+            "configs": [{"name": "wrong", "profile": "chandra-2", "bench_modes": ["pipeline"], "bench_pages": 2}],
+        },
+    )
+    p = _sweep_standin(spec, tmp_path, 18491)
+    r = json.loads((tmp_path / "out" / "sweep.json").read_text())["results"]["wrong"]
+    assert p.returncode == 1 and not r["ok"]
+    assert r["load"]["pages"] == 2 and r["load"]["failed"] == 0
+    assert "chandra-1" in r["error"] and "Traceback" in r["error_trace"] and "bench_profile" in r["error_trace"]
