@@ -52,10 +52,12 @@ def bench_dir(tmp_path: Path) -> Path:
     return root
 
 
-def _write(cand: Path, rel: str, text: str) -> None:
-    p = cand / rel
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(text, encoding="utf-8")
+def _write(cand: Path, files: dict[str, str]) -> None:
+    """Candidate files under `cand`: relative path -> text."""
+    for rel, text in files.items():
+        p = cand / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text, encoding="utf-8")
 
 
 class NoBrowser:
@@ -95,16 +97,9 @@ def test_bad_bench_input_names_file_and_line(bench_dir: Path):
 
 
 def test_candidate_file_matching(tmp_path: Path):
-    for rel in [
-        "a_pg1_repeat1.md",
-        "a_pg1_repeat2.md",
-        "a_pg10_repeat1.md",
-        "ab_pg1_repeat1.md",
-        "sub/b_pg3_pg1_repeat1.md",
-        "b_pg3_pg1_repeat1.md",
-        "a_pg1_repeat1.txt",
-    ]:
-        _write(tmp_path, rel, "")
+    names = ["a_pg1_repeat1.md", "a_pg1_repeat2.md", "a_pg10_repeat1.md", "ab_pg1_repeat1.md"]
+    names += ["sub/b_pg3_pg1_repeat1.md", "b_pg3_pg1_repeat1.md", "a_pg1_repeat1.txt"]
+    _write(tmp_path, dict.fromkeys(names, ""))
     files = candidate_files(tmp_path, ["a.pdf", "sub/b_pg3.pdf"])
     assert [p.name for p in files[("a.pdf", 1)]] == ["a_pg1_repeat1.md", "a_pg1_repeat2.md"]
     assert [p.name for p in files[("a.pdf", 10)]] == ["a_pg10_repeat1.md"]
@@ -114,14 +109,19 @@ def test_candidate_file_matching(tmp_path: Path):
 
 def test_scores_repeats_and_missing_pages(bench_dir: Path, tmp_path: Path):
     cand = tmp_path / "cand"
-    # a p1: three repeats; a1 passes in 2/3 (majority), a3 passes in 1/3
-    _write(cand, "a_pg1_repeat1.md", "alpha then gamma")
-    _write(cand, "a_pg1_repeat2.md", "alpha only")
-    _write(cand, "a_pg1_repeat3.md", "nothing here")
-    # a p2 missing entirely; b: footer absent in one of two repeats -> 1/2 is not a majority
-    _write(cand, "sub/b_pg3_pg1_repeat1.md", "body text")
-    _write(cand, "sub/b_pg3_pg1_repeat2.md", "body text footer")
-    _write(cand, "blank_pg1_repeat1.md", "")
+    _write(
+        cand,
+        {
+            # a p1: three repeats; a1 passes in 2/3 (majority), a3 passes in 1/3
+            "a_pg1_repeat1.md": "alpha then gamma",
+            "a_pg1_repeat2.md": "alpha only",
+            "a_pg1_repeat3.md": "nothing here",
+            # a p2 missing entirely; b: footer absent in one of two repeats -> 1/2 is not a majority
+            "sub/b_pg3_pg1_repeat1.md": "body text",
+            "sub/b_pg3_pg1_repeat2.md": "body text footer",
+            "blank_pg1_repeat1.md": "",
+        },
+    )
     res = evaluate(load_bench(bench_dir), cand, renderer=NoBrowser(), n_bootstrap=200)
     by = {r.id: r for r in res.results}
     assert by["a1"].passed is True and by["a1"].score == pytest.approx(2 / 3)
@@ -162,10 +162,15 @@ def _cli():
 
 def test_cli_eval_writes_reports(bench_dir: Path, tmp_path: Path):
     cand = tmp_path / "cand"
-    _write(cand, "a_pg1_repeat1.md", "alpha gamma")
-    _write(cand, "a_pg2_repeat1.md", "beta")
-    _write(cand, "sub/b_pg3_pg1_repeat1.md", "text")
-    _write(cand, "blank_pg1_repeat1.md", "")
+    _write(
+        cand,
+        {
+            "a_pg1_repeat1.md": "alpha gamma",
+            "a_pg2_repeat1.md": "beta",
+            "sub/b_pg3_pg1_repeat1.md": "text",
+            "blank_pg1_repeat1.md": "",
+        },
+    )
     out_json, out_md = tmp_path / "r" / "e.json", tmp_path / "r" / "e.md"
     result = CliRunner().invoke(
         _cli(),
