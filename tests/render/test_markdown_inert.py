@@ -183,26 +183,17 @@ def test_known_hostile_strings_render_inert(context, payload):
 
 @pytest.mark.parametrize("payload", PAYLOADS)
 def test_figure_crop_links_keep_alt_and_caption_inert(payload):
-    b = Block(
-        index=0,
-        label="Image",
-        bbox=[0, 0, 1, 1],
-        bbox_norm=[0, 0, 1, 1],
-        html=f'<img alt="{_a(payload)}"><p>{_t(payload)}</p>',
-        figure="images/p1_b0.png",
-    )
-    md = block_markdown(b)
+    def figure(label: str, html: str) -> str:
+        """A cropped figure's Markdown."""
+        block = Block(
+            index=0, label=label, bbox=[0, 0, 1, 1], bbox_norm=[0, 0, 1, 1], html=html, figure="images/p1_b0.png"
+        )
+        return block_markdown(block)
+
+    md = figure("Image", f'<img alt="{_a(payload)}"><p>{_t(payload)}</p>')
     assert md.startswith("![") and "](images/p1_b0.png)" in md
     assert_inert(md, f"figure: {payload!r}")
-    b = Block(
-        index=0,
-        label="Diagram",
-        bbox=[0, 0, 1, 1],
-        bbox_norm=[0, 0, 1, 1],
-        html=f"<p>{_t(payload)}</p>",
-        figure="images/p1_b0.png",
-    )
-    assert_inert(block_markdown(b), f"figure without img: {payload!r}")
+    assert_inert(figure("Diagram", f"<p>{_t(payload)}</p>"), f"figure without img: {payload!r}")
 
 
 FRAGMENTS = [
