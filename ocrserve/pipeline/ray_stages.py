@@ -119,6 +119,7 @@ def existing_json(e: Existing | None) -> str:
             "ok": e.ok,
             "page_count": e.page_count,
             "formats": sorted(e.formats),
+            "fallback": sorted(e.fallback),
         }
     )
 
@@ -134,6 +135,7 @@ def _existing(value: str) -> Existing | None:
         ok=d["ok"],
         page_count=d["page_count"],
         formats=frozenset(d["formats"]),
+        fallback=frozenset(d["fallback"]),
     )
 
 

@@ -386,8 +386,9 @@ def test_local_and_ray_write_the_same_files_for_every_option_that_changes_output
     """One pipeline, two schedulers: the same sequence of runs into two output folders, one run locally
     and one on Ray, leaves the same files after every step: a page selection, a wider selection later
     (the document is redone, not kept at 1 page), a same-named file from elsewhere (it gets a hashed
-    name, the first keeps its output), pages rescued by the fallback, a rerun that skips, and the same
-    files again beside others (their names do not change) and a folder named like a document."""
+    name, the first keeps its output), pages rescued by the fallback (converted again by every rerun with
+    the model, #29.2), a rerun that skips, the same files again beside others (their names do not
+    change), a folder named like a document, and formats added from the JSON (#29.3)."""
     a, b = tmp_path / "in-a", tmp_path / "in-b"
     a.mkdir(), b.mkdir()
     text_pdf(a / "report.pdf", pages=3, title="Report A")
@@ -421,8 +422,13 @@ def test_local_and_ray_write_the_same_files_for_every_option_that_changes_output
         "in-a/report.pdf"
     )  # the first document keeps its output
 
-    assert {r.status for r in both([a], pages="1-2").results} == {"skipped"}
-    assert [(r.name, r.status) for r in both([b / "report.pdf"]).results] == [(renamed, "skipped")]
+    # report's page 2 came from the fallback: a run with the model converts it again (GiveUpEngine gives up again)
+    rerun = both([a], pages="1-2")
+    assert {r.name: (r.status, r.redo) for r in rerun.results} == {
+        "report": ("fallback", "1 of 2 pages came from the fallback: converted again"),
+        "scan": ("skipped", None),
+    }
+    assert [(r.name, r.status) for r in both([b / "report.pdf"]).results] == [(renamed, "fallback")]  # redone too
     # the same files beside others, in another input order: the same names, skipped (names once
     # depended on the input list: a's report became report-<hash> beside b's); a folder named like
     # a document (c/report/x.pdf beside OUT/report/) is put beside it, under a hashed folder
@@ -431,14 +437,14 @@ def test_local_and_ray_write_the_same_files_for_every_option_that_changes_output
     text_pdf(c / "report" / "x.pdf", pages=1, title="Inner")
     mixed = both([c, b / "report.pdf", a], pages="1-2")
     assert [(r.name, r.status) for r in mixed.results][1:] == [
-        (renamed, "skipped"),
-        ("report", "skipped"),
+        (renamed, "fallback"),
+        ("report", "fallback"),
         ("scan", "skipped"),
     ]
     (inner, status) = (mixed.results[0].name, mixed.results[0].status)
     assert inner.startswith("report-") and inner.endswith("/x") and status == "ok"
     assert (outs["ray"] / inner / "x.json").is_file() and (outs["ray"] / "report" / "report.json").is_file()
-    # a format not written yet redoes the documents, with the same files both ways
+    # a format not written yet is rendered from the JSON (scan), or written with the document redone (report)
     more = both([a], pages="1-2", formats="md,html,pdf,chunks")
-    assert {r.status for r in more.results} == {"ok", "fallback"}
+    assert {r.name: r.status for r in more.results} == {"report": "fallback", "scan": "updated"}
     assert (outs["ray"] / "report" / "report.pdf").is_file() and (outs["ray"] / "scan" / "scan.chunks.jsonl").is_file()
