@@ -29,6 +29,7 @@ from ocrserve.pipeline.output import (
     clean_stale_staging,
     load_existing,
     staging_dir,
+    unwritable,
     write_document,
 )
 from ocrserve.pipeline.results import DocResult, DocStatus
@@ -109,6 +110,8 @@ class OutputTarget:
                     raise OutputError(f"output {self.target}: a file is there, not a folder")
                 self.local.mkdir(parents=True, exist_ok=True)
                 clean_stale_staging(self.local)
+                if why := unwritable(self.local):  # a read-only folder: one line, before any document
+                    raise OutputError(f"output {self.target}: {why}")
             else:
                 self._remote.makedirs(self.root, exist_ok=True)
         except OSError as e:
