@@ -15,10 +15,7 @@ from tests.support import helpers
 
 @pytest.mark.slow
 def test_skip_everything_reruns_exit_cleanly(tmp_path):
-    d = tmp_path / "in"
-    d.mkdir()
-    helpers.text_pdf(d / "a.pdf", pages=1)
-    helpers.text_pdf(d / "b.pdf", pages=1)
+    d = helpers.text_pdfs(tmp_path / "in", "a.pdf", "b.pdf")
     out = tmp_path / "out"
     first = cli("convert", str(d), "-o", str(out), "--engine", "lite", "-q")
     assert first.returncode == 0, first.stderr

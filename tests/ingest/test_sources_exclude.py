@@ -10,9 +10,7 @@ from tests.support import helpers
 
 
 def test_the_output_folder_is_not_walked(tmp_path):
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    helpers.text_pdf(docs / "a.pdf", pages=1)
+    docs = helpers.text_pdfs(tmp_path / "docs", "a.pdf")
     out = docs / "out"
     (out / "a").mkdir(parents=True)
     helpers.text_pdf(out / "a" / "a.pdf", pages=1)  # the searchable PDF a first run wrote
@@ -23,10 +21,7 @@ def test_the_output_folder_is_not_walked(tmp_path):
 
 
 def test_reruns_into_a_folder_inside_the_input_convert_the_same_documents(tmp_path):
-    docs = tmp_path / "docs"
-    docs.mkdir()
-    helpers.text_pdf(docs / "a.pdf", pages=1)
-    helpers.text_pdf(docs / "b.pdf", pages=1)
+    docs = helpers.text_pdfs(tmp_path / "docs", "a.pdf", "b.pdf")
     out = docs / "out"
     cmd = [sys.executable, "-m", "ocrserve", "convert", str(docs), "-o", str(out), "--format", "md,json,pdf,html"]
     for _ in range(3):

@@ -28,6 +28,14 @@ def text_pdf(path: Path, pages: int = 3, size=(612, 792), title: str = "Doc") ->
     return path
 
 
+def text_pdfs(folder: Path, *names: str, pages: int = 1) -> Path:
+    """`folder` (made) holding a text PDF of `pages` pages for each name."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        text_pdf(folder / name, pages=pages)
+    return folder
+
+
 def blank_pdf(path: Path, pages: int, size=(612, 792)) -> Path:
     import pypdfium2 as pdfium
 
