@@ -80,6 +80,30 @@ def _auth(api_key: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {api_key}"} if api_key else {}
 
 
+@dataclass(frozen=True)
+class Load:
+    """What every mode's requests go to and ask for: the server, the profile, the answer's length, the key."""
+
+    server: str
+    profile: Profile
+    max_tokens: int
+    ignore_eos: bool
+    api_key: str | None
+
+    @property
+    def url(self) -> str:
+        """The server's chat completions URL."""
+        from ocrserve.engines.openai import normalize_base_url
+
+        return normalize_base_url(self.server) + "/chat/completions"
+
+    def served_model(self) -> str:
+        return _served_model(self.server, self.api_key)
+
+    def body(self, model: str, png: bytes, stream: bool = False) -> dict:
+        return _body(model, self.profile, png, self.max_tokens, self.ignore_eos, stream)
+
+
 def _body(model: str, profile: Profile, png: bytes, max_tokens: int, ignore_eos: bool, stream: bool = False) -> dict:
     """The engines' Chandra request (engines/chat.py), byte for byte what the openai engine sends."""
     return chat.body(
@@ -93,32 +117,22 @@ def _body(model: str, profile: Profile, png: bytes, max_tokens: int, ignore_eos:
     )
 
 
-async def run_pipeline(
-    files: list[Path],
-    server: str,
-    profile: Profile,
-    *,
-    concurrency: int,
-    max_tokens: int,
-    ignore_eos: bool,
-    api_key: str | None,
-    out_dir: Path,
-) -> ModeResult:
+async def run_pipeline(files: list[Path], load: Load, *, concurrency: int, out_dir: Path) -> ModeResult:
     from ocrserve.pipeline.local import Converter
 
     res = ModeResult("pipeline")
     cpu0 = client_cpu_s()
     conv = Converter(
         engine="openai",
-        model=profile,
+        model=load.profile,
         output_dir=out_dir,
         force=True,
         fallback=False,
-        server=server,
-        api_key=api_key,
+        server=load.server,
+        api_key=load.api_key,
         concurrency=concurrency,
-        max_tokens=max_tokens,
-        ignore_eos=ignore_eos,
+        max_tokens=load.max_tokens,
+        ignore_eos=load.ignore_eos,
     )
     t0 = time.perf_counter()
     try:
@@ -174,20 +188,9 @@ def _page_list(files: list[Path]) -> list[tuple[str, int]]:
     return out
 
 
-def run_plain(
-    files: list[Path],
-    server: str,
-    profile: Profile,
-    *,
-    batch: int,
-    max_tokens: int,
-    ignore_eos: bool,
-    api_key: str | None,
-    max_pages: int | None = None,
-) -> ModeResult:
+def run_plain(files: list[Path], load: Load, *, batch: int, max_pages: int | None = None) -> ModeResult:
     """max_pages: only the corpus's first pages (the plain client's rate is one batch's at a time, the
     same over 4 batches as over 40: the slow mode need not take the whole corpus)."""
-    from ocrserve.engines.openai import normalize_base_url
     from ocrserve.parse import parse_output
 
     res = ModeResult(
@@ -195,20 +198,19 @@ def run_plain(
         notes=f"render + PNG (default level) in the main process, {batch} requests per batch, "
         "next batch after the whole batch",
     )
-    url = normalize_base_url(server) + "/chat/completions"
-    model = _served_model(server, api_key)
+    url, model, profile = load.url, load.served_model(), load.profile
     pages = _page_list(files)
     if max_pages is not None and max_pages < len(pages):
         pages = pages[:max_pages]
         res.notes += f"; the corpus's first {len(pages)} pages"
     cpu0 = client_cpu_s()
     t0 = time.perf_counter()
-    with httpx.Client(timeout=3600, headers=_auth(api_key)) as client, ThreadPoolExecutor(batch) as ex:
+    with httpx.Client(timeout=3600, headers=_auth(load.api_key)) as client, ThreadPoolExecutor(batch) as ex:
 
         def send(png: bytes) -> tuple[dict | None, float]:
             t = time.perf_counter()
             try:
-                r = client.post(url, json=_body(model, profile, png, max_tokens, ignore_eos))
+                r = client.post(url, json=load.body(model, png))
                 r.raise_for_status()
                 return r.json(), time.perf_counter() - t
             except httpx.HTTPError:
@@ -247,29 +249,17 @@ async def _prerender(files: list[Path], profile: Profile) -> list[bytes]:
     return [rp.png for rp in rps]
 
 
-async def run_ceiling(
-    pngs: list[bytes],
-    server: str,
-    profile: Profile,
-    *,
-    concurrency: int,
-    max_tokens: int,
-    ignore_eos: bool,
-    api_key: str | None,
-) -> ModeResult:
-    from ocrserve.engines.openai import normalize_base_url
-
+async def run_ceiling(pngs: list[bytes], load: Load, *, concurrency: int) -> ModeResult:
     res = ModeResult(
         "ceiling", notes="pre-rendered, pre-encoded bodies; all pages at full concurrency; answers not parsed"
     )
-    url = normalize_base_url(server) + "/chat/completions"
-    model = await asyncio.to_thread(_served_model, server, api_key)
-    bodies = [json.dumps(_body(model, profile, png, max_tokens, ignore_eos)).encode() for png in pngs]
+    url, model = load.url, await asyncio.to_thread(load.served_model)
+    bodies = [json.dumps(load.body(model, png)).encode() for png in pngs]
     sem = asyncio.Semaphore(concurrency)
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     cpu0 = client_cpu_s()
     async with httpx.AsyncClient(
-        timeout=3600, limits=limits, headers={**_auth(api_key), "content-type": "application/json"}
+        timeout=3600, limits=limits, headers={**_auth(load.api_key), "content-type": "application/json"}
     ) as client:
 
         async def one(body: bytes) -> None:
@@ -293,23 +283,16 @@ async def run_ceiling(
     return res
 
 
-async def streaming_probe(
-    pngs: list[bytes], server: str, profile: Profile, *, max_tokens: int, ignore_eos: bool, api_key: str | None
-) -> dict[str, Any]:
+async def streaming_probe(pngs: list[bytes], load: Load) -> dict[str, Any]:
     """Time to first token and to first closed block, one streamed page at a time on an idle server."""
-    from ocrserve.engines.openai import normalize_base_url
-
-    url = normalize_base_url(server) + "/chat/completions"
-    model = await asyncio.to_thread(_served_model, server, api_key)
+    url, model = load.url, await asyncio.to_thread(load.served_model)
     ttft, ttfb = [], []
-    async with httpx.AsyncClient(timeout=600, headers=_auth(api_key)) as client:
+    async with httpx.AsyncClient(timeout=600, headers=_auth(load.api_key)) as client:
         for png in pngs:
             t0 = time.perf_counter()
             first = block = None
             text = ""
-            async with client.stream(
-                "POST", url, json=_body(model, profile, png, max_tokens, ignore_eos, stream=True)
-            ) as r:
+            async with client.stream("POST", url, json=load.body(model, png, stream=True)) as r:
                 async for line in r.aiter_lines():
                     if not line.startswith("data: ") or line == "data: [DONE]":
                         continue

@@ -21,10 +21,20 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ocrserve.bench.clients import ModeResult, _prerender, _root, run_ceiling, run_pipeline, run_plain, streaming_probe
+from ocrserve.bench.clients import (
+    Load,
+    ModeResult,
+    _prerender,
+    _root,
+    run_ceiling,
+    run_pipeline,
+    run_plain,
+    streaming_probe,
+)
 from ocrserve.bench.report import GPU_PEAK_TFLOPS, machine_info, mfu, write_report
 from ocrserve.bench.sampling import Sampler, client_cpu_s, client_rss_mib, pct
 from ocrserve.profiles import Profile
@@ -140,27 +150,33 @@ def run_bench(
         gpu_name = (report["machine"].get("gpus") or [None])[0]
         pngs: list[bytes] | None = None
         # what every mode's requests ask for
-        load: dict[str, Any] = {"max_tokens": max_tokens, "ignore_eos": ignore_eos, "api_key": api_key}
+        load = Load(server, profile, max_tokens, ignore_eos, api_key)
         for mode in modes:
             log.info("bench mode %s", mode)
             if mode == "stages":  # client CPU per stage, one page at a time (not a throughput mode)
                 from ocrserve.bench.stages import stage_profile
 
-                report["client_cpu_stages"] = stage_profile(files, server, profile, max_pages=stage_pages, **load)
+                report["client_cpu_stages"] = stage_profile(
+                    files,
+                    server,
+                    profile,
+                    max_pages=stage_pages,
+                    max_tokens=max_tokens,
+                    ignore_eos=ignore_eos,
+                    api_key=api_key,
+                )
                 if on_partial:
                     on_partial(report)
                 continue
             with Sampler(root) as sampler:
                 if mode == "pipeline":
-                    r = asyncio.run(
-                        run_pipeline(files, server, profile, concurrency=concurrency, out_dir=work / "out", **load)
-                    )
+                    r = asyncio.run(run_pipeline(files, load, concurrency=concurrency, out_dir=work / "out"))
                 elif mode == "plain":
-                    r = run_plain(files, server, profile, batch=plain_batch, max_pages=plain_pages, **load)
+                    r = run_plain(files, load, batch=plain_batch, max_pages=plain_pages)
                 elif mode == "ceiling":
                     if pngs is None:
                         pngs = asyncio.run(_prerender(files, profile))
-                    r = asyncio.run(run_ceiling(pngs, server, profile, concurrency=concurrency, **load))
+                    r = asyncio.run(run_ceiling(pngs, load, concurrency=concurrency))
                 else:
                     raise ValueError(f"unknown bench mode {mode!r}: pipeline, plain, ceiling, stages")
             r.sampler = sampler.summary()
@@ -174,7 +190,7 @@ def run_bench(
                 pngs = asyncio.run(_prerender(files, profile))
             # pages not sent before would be best; the probe uses the last ones, after the caches saw them
             report["streaming_idle"] = asyncio.run(
-                streaming_probe(pngs[-stream_probe:], server, profile, **{**load, "max_tokens": min(max_tokens, 256)})
+                streaming_probe(pngs[-stream_probe:], replace(load, max_tokens=min(max_tokens, 256)))
             )
         m = report["modes"]
         if "pipeline" in m and m["pipeline"]["pages_per_s"]:
