@@ -100,6 +100,10 @@ class Load:
     def served_model(self) -> str:
         return _served_model(self.server, self.api_key)
 
+    def engine_options(self) -> dict[str, Any]:
+        """The openai engine's options for these requests (the pipeline mode's)."""
+        return {k: getattr(self, k) for k in ("server", "api_key", "max_tokens", "ignore_eos")}
+
     def body(self, model: str, png: bytes, stream: bool = False) -> dict:
         return _body(model, self.profile, png, self.max_tokens, self.ignore_eos, stream)
 
@@ -128,11 +132,8 @@ async def run_pipeline(files: list[Path], load: Load, *, concurrency: int, out_d
         output_dir=out_dir,
         force=True,
         fallback=False,
-        server=load.server,
-        api_key=load.api_key,
         concurrency=concurrency,
-        max_tokens=load.max_tokens,
-        ignore_eos=load.ignore_eos,
+        **load.engine_options(),
     )
     t0 = time.perf_counter()
     try:
