@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from statistics import median
 
 from ocrserve.engines.lite.columns import drop_caps, split_columns
+from ocrserve.engines.lite.figures import FigureItem, figure_text
 from ocrserve.engines.lite.grid import ocr_tables, region_tables
 from ocrserve.engines.lite.headers import metric as _metric
 from ocrserve.engines.lite.headers import split_headers_footers
@@ -34,14 +35,6 @@ from ocrserve.ingest.pdf.bidi import mostly_rtl
 from ocrserve.ingest.pdf.textlayer import Line
 
 Box = tuple[float, float, float, float]
-
-
-@dataclass
-class FigureItem:
-    x0: float
-    y0: float
-    x1: float
-    y1: float
 
 
 Item = Line | TableItem | FigureItem
@@ -215,7 +208,8 @@ def build_blocks(
     headers, body, footers = split_headers_footers(lines, height, body_metric, running, width)
     tables, body, rotated = region_tables(body, width, lh, rotated)
     tables = pre_tables + tables
-    items: list[Item] = [*body, *tables, *(FigureItem(*f) for f in figures)]
+    figs, body = figure_text(body, lh, [FigureItem(*f) for f in figures])
+    items: list[Item] = [*body, *tables, *figs]
     ordered = reading_order(items, max(0.8 * lh, 0.01 * width), hints=gutters) if items else []
 
     def is_heading(l: Line) -> bool:
@@ -279,7 +273,7 @@ def build_blocks(
         if isinstance(p, TableItem):
             blocks.append(LayoutBlock("Table", _union([p]), table_html(p)))
         elif isinstance(p, FigureItem):
-            blocks.append(LayoutBlock("Image", _union([p]), '<img alt=""/>'))
+            blocks.append(LayoutBlock("Image", _union([p]), f'<img alt="{html.escape(p.text)}"/>'))
         elif p.kind == "item":
             items_ = [p]
             while k + 1 < len(paras):
