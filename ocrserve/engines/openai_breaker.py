@@ -2,7 +2,9 @@
 it answers again.
 
 - closed: requests go to the server. `threshold` failed requests in a row that the server did not
-  answer (refused, reset, past their deadline, a 5xx) open it; any answer resets the count.
+  answer (refused, reset, past their deadline, a 5xx) open it, once the server has also not answered
+  for `cooldown_s`: the pages in flight that fail together at one hiccup (a dropped connection each)
+  do not take out a server that answered a moment ago; any answer resets the count.
 - open: no request goes there for `cooldown_s` (pages go to another server, or, when none is left,
   fail at once: the fallback takes them, no backoff ladder a page).
 - half-open: after the cooldown one request is let through as a probe (a real page); an answer closes
@@ -40,6 +42,7 @@ class Breaker:
         self.until = 0.0  # open: no request before this
         self.probing = False  # half-open: the probe is out
         self.last = ""  # the last failure
+        self.answered_at = clock()  # the last answer (or the start)
 
     def ready(self) -> bool:
         """A request may go now: closed, or open past its cooldown with no probe out."""
@@ -57,6 +60,7 @@ class Breaker:
         if not self.closed:
             log.warning("%s answers again: back in use", self.name)
         self.closed, self.failures, self.probing, self.cooldown_s = True, 0, False, self.base_cooldown_s
+        self.answered_at = self.clock()
 
     def failed(self, reason: str, probe: bool = False) -> None:
         """A request the server did not answer."""
@@ -66,7 +70,9 @@ class Breaker:
             self.probing = False
             self.cooldown_s = min(self.max_cooldown_s, self.cooldown_s * 2)
             self._open()
-        elif self.closed and self.failures >= self.threshold:
+        elif (
+            self.closed and self.failures >= self.threshold and self.clock() - self.answered_at >= self.base_cooldown_s
+        ):
             self._open()
             log.warning(
                 "%s is down (%d failed requests in a row; last: %s): no pages go to it for %g s, then one to probe it",

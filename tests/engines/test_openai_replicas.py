@@ -102,7 +102,8 @@ def test_a_replica_down_at_start_does_not_refuse_the_run(tmp_path, standin):
 
 async def test_with_the_only_server_dead_pages_fail_at_once_not_each_after_its_ladder():
     """The first request kills the server; the rest used to go through 6 attempts each (about 13 s of
-    backoff a page). The breaker opens after 3 failed requests and every later attempt fails at once."""
+    backoff a page). The breaker opens after 3 failed requests once the server has not answered for its
+    cooldown (2 s), and every later attempt fails at once."""
     dying = start_standin(default_plan=["die"])
     try:
         eng = create_engine("openai", load_profile("chandra-1"), server=dying.url, concurrency=4)
@@ -111,7 +112,7 @@ async def test_with_the_only_server_dead_pages_fail_at_once_not_each_after_its_l
     finally:
         dying.stop()
     assert not any(r.ok for r in results)
-    assert sum(r.attempts for r in results) <= 12  # a page tried at most once: not 12 x 6
+    assert sum(r.attempts for r in results) <= 12 * 4  # the first 2 s of backoff at most: not 12 x 6
     down = [r for r in results if "is down (" in (r.error or "")]
     assert len(down) >= 12 - 4 and all("failed requests in a row" in r.error for r in down)
 
@@ -136,18 +137,25 @@ def test_the_breaker_opens_probes_once_and_closes_on_an_answer():
 
     now = [0.0]
     b = Breaker("http://s/v1", threshold=3, cooldown_s=2.0, max_cooldown_s=5.0, clock=lambda: now[0])
-    for _ in range(2):
+    for _ in range(3):
         b.failed("refused")
-    assert b.ready()  # two in a row: still closed
+    assert b.ready()  # three in a row at once, the server answered a moment ago (the start): still closed
+    now[0] = 1.9
     b.failed("refused")
-    assert not b.ready() and "3 failed requests in a row" in b.why()
+    assert b.ready()  # and not for its cooldown yet
     now[0] = 2.0
+    b.failed("refused")
+    assert not b.ready() and "5 failed requests in a row" in b.why()
+    now[0] = 4.0
     assert b.ready() and b.take() is True  # half-open: one probe
     assert not b.ready()  # and only one
     b.failed("refused", probe=True)
-    now[0] = 5.9
+    now[0] = 7.9
     assert not b.ready()  # the cooldown doubled (2 -> 4)
-    now[0] = 6.0
+    now[0] = 8.0
     assert b.ready() and b.take()
     b.answered()
     assert b.ready() and b.take() is False and b.failures == 0
+    for _ in range(4):  # a burst of failures right after an answer: the pages in flight at one hiccup
+        b.failed("reset")
+    assert b.ready()
