@@ -116,4 +116,6 @@ def split_columns(lines: list[Line]) -> tuple[list[Line], list[float]]:
 
 
 def _part(l: Line, words: list[tuple[str, float, float]], x0: float, x1: float) -> OcrLine:
-    return OcrLine(" ".join(w[0] for w in words), x0, l.y0, x1, l.y1, l.size, l.bold, l.score, l.angle, tuple(words))
+    return OcrLine(
+        " ".join(w[0] for w in words), x0, l.y0, x1, l.y1, l.size, l.bold, l.score, l.angle, words=tuple(words)
+    )

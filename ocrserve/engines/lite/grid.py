@@ -32,7 +32,16 @@ def scaled(l: Line, f: float, dx: float, dy: float) -> Line:
     """A line in another frame (x * f + dx, y * f + dy), words too."""
     words = tuple((t, a * f + dx, b * f + dx) for t, a, b in getattr(l, "words", ()))
     return OcrLine(
-        l.text, l.x0 * f + dx, l.y0 * f + dy, l.x1 * f + dx, l.y1 * f + dy, l.size, l.bold, l.score, l.angle, words
+        l.text,
+        l.x0 * f + dx,
+        l.y0 * f + dy,
+        l.x1 * f + dx,
+        l.y1 * f + dy,
+        l.size,
+        l.bold,
+        l.score,
+        l.angle,
+        words=words,
     )
 
 

@@ -21,6 +21,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from statistics import median
 
+from ocrserve.engines.lite.code import code_continues, code_html, code_page
 from ocrserve.engines.lite.columns import drop_caps, split_columns
 from ocrserve.engines.lite.figures import FigureItem, figure_text
 from ocrserve.engines.lite.grid import ocr_tables, region_tables
@@ -127,12 +128,13 @@ def merge_fragments(lines: list[Line], gutters: Sequence[float] = ()) -> list[Li
         if best is not None and best_gap is not None and best_gap > 0.3 * ln.h and _gutter(lines, best, ln):
             best = None
         if best is None:
-            out.append(Line(ln.text, ln.x0, ln.y0, ln.x1, ln.y1, ln.size, ln.bold, ln.score))
+            out.append(Line(ln.text, ln.x0, ln.y0, ln.x1, ln.y1, ln.size, ln.bold, ln.score, mono=ln.mono))
             continue
         # the fragment on the right comes first in a right-to-left line
         best.text = f"{ln.text} {best.text}" if mostly_rtl(best.text + ln.text) else f"{best.text} {ln.text}"
         n_old = max(len(best.text) - len(ln.text), 1)
         best.bold = best.bold and ln.bold
+        best.mono = best.mono and ln.mono
         best.score = min(best.score, ln.score)
         best.size = best.size if best.size >= ln.size or n_old > len(ln.text) else ln.size
         best.x1 = max(best.x1, ln.x1)
@@ -230,9 +232,17 @@ def build_blocks(
     ]
     blocks += [LayoutBlock("Page-Header", _union([l]), f"<p>{_esc(l.text)}</p>") for l in rotated]
     paras: list[_Para | TableItem | FigureItem] = []
+    code = code_page(lines)
     for it in ordered:
         if not isinstance(it, Line):
             paras.append(it)
+            continue
+        if code and it.mono:  # code: one block while its lines follow closely
+            last = paras[-1] if paras else None
+            if isinstance(last, _Para) and last.kind == "code" and code_continues(last.lines[-1], it, lh):
+                last.lines.append(it)
+            else:
+                paras.append(_Para([it], "code"))
             continue
         head = is_heading(it)
         bullet = bool(_BULLET.match(it.text) or _NUMBERED.match(it.text))
@@ -283,6 +293,8 @@ def build_blocks(
                 k += 1
                 items_.append(nxt)
             blocks.append(_list_block(items_))
+        elif p.kind == "code":
+            blocks.append(LayoutBlock("Code-Block", p.box, code_html(p.lines)))
         elif p.kind in ("heading", "bold-heading"):
             text = _join([l.text for l in p.lines])
             if p.kind == "heading":

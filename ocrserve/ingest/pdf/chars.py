@@ -25,6 +25,7 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from ocrserve.ingest.pdf.bidi import is_rtl, line_text, ltr_reach, presentation_to_base
+from ocrserve.ingest.pdf.fonts import font_traits
 
 INVISIBLE_MODES = {3, 7}  # FPDF_TEXTRENDERMODE_INVISIBLE, _CLIP
 
@@ -41,6 +42,7 @@ class Char:
     invisible: bool
     generated: bool  # a space or line break pdfium inferred
     angle: float = 0.0  # writing direction in displayed page space, degrees (0 upright, 90 downwards)
+    mono: bool = False  # a monospaced font (ocrserve.ingest.pdf.fonts)
 
 
 @dataclass
@@ -56,6 +58,7 @@ class Line:
     bold: bool = False
     score: float = 1.0  # OCR confidence; 1 for the text layer
     angle: float = 0.0  # writing direction (degrees) of rotated text; 0 for upright lines
+    mono: bool = False  # set in a monospaced font (code), text layer only
 
     @property
     def h(self) -> float:
@@ -125,7 +128,7 @@ def extract_chars(page: pdfium.PdfPage, textpage: pdfium.PdfTextPage | None = No
     get_matrix = getattr(pdfium_c, "FPDFText_GetMatrix", None)
     matrix = pdfium_c.FS_MATRIX() if get_matrix is not None else None
     mode_cache: dict[int, bool] = {}
-    font_cache: dict[bytes, bool] = {}
+    font_cache: dict[tuple[bytes, int], tuple[bool, bool]] = {}
     chars: list[Char] = []
     for i in range(max(n, 0)):
         code = pdfium_c.FPDFText_GetUnicode(raw_tp, i)
@@ -163,31 +166,16 @@ def extract_chars(page: pdfium.PdfPage, textpage: pdfium.PdfTextPage | None = No
             invisible = mode_cache[key]
         size = float(pdfium_c.FPDFText_GetFontSize(raw_tp, i))
         weight = int(pdfium_c.FPDFText_GetFontWeight(raw_tp, i))
-        if weight < 600 and _font_is_bold(raw_tp, i, font_cache):
+        bold_name, mono = font_traits(raw_tp, i, font_cache)
+        if weight < 600 and bold_name:
             weight = 700
         angle = 0.0
         if get_matrix is not None and matrix is not None and get_matrix(raw_tp, i, matrix) and (matrix.a or matrix.b):
             angle = frame.direction(matrix.a, matrix.b)
-        chars.append(Char(ch, x0, y0, x1, y1, size, weight, invisible, generated, angle))
+        chars.append(Char(ch, x0, y0, x1, y1, size, weight, invisible, generated, angle, mono))
     if textpage is None:
         tp.close()
     return chars, frame
-
-
-_BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi", re.IGNORECASE)
-
-
-def _font_is_bold(raw_tp, i: int, cache: dict[bytes, bool]) -> bool:
-    """Bold by font name (base-14 fonts report weight 400 even when they are Helvetica-Bold)."""
-    buf = ctypes.create_string_buffer(128)
-    flags = ctypes.c_int()
-    n = pdfium_c.FPDFText_GetFontInfo(raw_tp, i, buf, 128, flags)
-    if n <= 0:
-        return False
-    name = buf.raw[: max(n - 1, 0)]
-    if name not in cache:
-        cache[name] = bool(_BOLD_NAME.search(name.decode("latin-1", "replace")))
-    return cache[name]
 
 
 # ---------------------------------------------------------------- direction and accents
@@ -332,6 +320,7 @@ def chars_to_lines(chars: list[Char]) -> list[Line]:
                         y1=max(c.y1 for c in boxed),
                         size=size,
                         bold=heavy >= 0.8 * len(boxed),
+                        mono=sum(1 for c in boxed if c.mono) >= 0.8 * len(boxed),
                     )
                 )
         cur = []
