@@ -119,7 +119,8 @@ def create_app(settings: Settings | None = None, engine: Engine | str | None = N
     """The API around one engine (an Engine, or a name for create_engine; default from settings)."""
     settings = settings or get_settings()
     auth = Auth(load_keys(settings))
-    profile = load_profile(settings.model)
+    # no model chosen: the openai engine follows the model its server serves (its preflight, each conversion)
+    profile = load_profile(settings.model) if settings.model else None
     store = JobStore(Path(settings.data_dir), ttl_s=settings.job_ttl_s)
     uploads = Path(settings.data_dir) / "uploads"
     shutil.rmtree(uploads, ignore_errors=True)  # leftovers of sync requests of a stopped service
@@ -151,7 +152,7 @@ def create_app(settings: Settings | None = None, engine: Engine | str | None = N
                 "no API keys configured (OCRSERVE_API_KEYS / OCRSERVE_API_KEYS_FILE): the API is open to anyone "
                 "who can reach it"
             )
-        log.info("%s", startup_line(eng.name, profile.name, settings.data_dir))
+        log.info("%s", startup_line(eng.name, service.profile.name, settings.data_dir))
         worker.start()
         sweeper.start()
         try:

@@ -111,11 +111,17 @@ class Service:
     def __init__(self, settings: Settings, engine: Engine, profile: Profile | None = None) -> None:
         self.settings = settings
         self.engine = engine
-        self.profile = profile or getattr(engine, "profile", None) or load_profile(settings.model)
+        self._profile = profile
         self.pool = run_pool(settings)
         self.images = PageImages(settings.api_page_cache_bytes)
         self.metrics: Metrics  # set by the app
         self._lite: Engine | None = None  # the fallback engine, made on first use
+
+    @property
+    def profile(self) -> Profile:
+        """The profile pages are read with: the one chosen, else the engine's (which follows its server's
+        model once a conversion's preflight has asked it)."""
+        return self._profile or getattr(self.engine, "profile", None) or load_profile(self.settings.model)
 
     async def aclose(self) -> None:
         self.pool.shutdown()

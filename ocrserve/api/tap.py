@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from ocrserve.api.images import PageImages
     from ocrserve.api.metrics import Metrics
     from ocrserve.document import Page
+    from ocrserve.profiles import Profile
 
 Sink = Callable[[str, dict[str, Any]], None]
 
@@ -84,7 +85,14 @@ class TapEngine(Engine):
     def __init__(self, inner: Engine, tap: ConversionTap, *, rescue: bool = False) -> None:
         self.inner, self.tap, self.rescue = inner, tap, rescue
         self.name = inner.name
-        self.profile = inner.profile
+
+    @property  # the inner engine's, which may follow its server's model
+    def profile(self) -> Profile:  # type: ignore[override]  # read-only here: set on the inner engine
+        return self.inner.profile
+
+    async def preflight(self) -> None:
+        """The inner engine's check of its server (and, with no model chosen, the profile it serves)."""
+        await self.inner.preflight()
 
     def capacity(self) -> int:
         return self.inner.capacity()
