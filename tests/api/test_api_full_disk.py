@@ -9,14 +9,13 @@ full disk fails: ENOSPC, "database or disk is full"."""
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import httpx
 
 from tests.fakes.standin import StandIn
 from tests.support.api import KEYS, ROOT, ApiProcess, wait_job
-from tests.support.helpers import text_pdf
+from tests.support.helpers import text_pdf, until
 
 SHIM = """
 import builtins, errno, glob, io, os, sqlite3
@@ -73,14 +72,6 @@ def _full_disk_problem(r: httpx.Response) -> None:
     assert r.json()["code"] == "insufficient_storage" and "disk is full" in r.json()["detail"], r.json()
 
 
-def _until(check, what: str, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while not (got := check()):
-        assert time.monotonic() < deadline, f"{what} did not happen within {timeout:g} s"
-        time.sleep(0.2)
-    return got
-
-
 def test_a_full_data_disk(standin: StandIn, tmp_path: Path) -> None:
     shim = tmp_path / "shim"
     shim.mkdir()
@@ -106,7 +97,7 @@ def test_a_full_data_disk(standin: StandIn, tmp_path: Path) -> None:
         # ends failed with the reason (what it held freed first, so that its end can be recorded)
         standin.control(delay_s=3.0)
         job = c.post("/v1/jobs", files={"file": ("a.pdf", pdf.read_bytes())}).json()["id"]
-        _until(lambda: c.get(f"/v1/jobs/{job}").json()["status"] == "running", "the job running")
+        until(lambda: c.get(f"/v1/jobs/{job}").json()["status"] == "running", "the job running", timeout=30)
         (data / "jobs" / job / "input" / "ballast").write_bytes(b"x")
         end = wait_job(c, job, timeout=40)
         assert end["status"] == "failed", end

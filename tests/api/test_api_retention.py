@@ -19,7 +19,7 @@ from ocrserve.api.jobs import JobStore
 from ocrserve.api.worker import JobWorker
 from tests.fakes.standin import StandIn
 from tests.support.api import KEYS, ApiProcess
-from tests.support.helpers import text_pdf
+from tests.support.helpers import text_pdf, until
 
 H = {"Authorization": f"Bearer {KEYS[0]}"}
 ENV = {
@@ -58,16 +58,6 @@ def _submit(c: httpx.Client, pdf: Path) -> str:
     return r.json()["id"]
 
 
-def _wait(what, timeout: float = 60.0, step: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = what()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what.__doc__ or what}"
-        time.sleep(step)
-
-
 def _status(c: httpx.Client, job_id: str) -> str | None:
     r = c.get(f"/v1/jobs/{job_id}")
     return r.json()["status"] if r.status_code == 200 else None
@@ -86,15 +76,15 @@ def test_finished_jobs_expire_queued_and_running_ones_stay(standin: StandIn, tmp
         assert "expired" in spec["paths"]["/v1/jobs/{job_id}"]["get"]["description"]
 
         done = _submit(c, pdf1)
-        _wait(lambda: _status(c, done) != "queued" and _status(c, done) != "running")
+        until(lambda: _status(c, done) != "queued" and _status(c, done) != "running")
         # the engine now holds every answer: the next job stays running, the one after it queued
         standin.control(delay_s=30)
         running, queued = _submit(c, pdf2), _submit(c, pdf1)
-        _wait(lambda: _status(c, running) == "running")
+        until(lambda: _status(c, running) == "running")
 
         # the finished job expires: its row and its folder go, and the API answers 404
         # a sweep deletes the rows, then the folders: wait for both
-        _wait(lambda: done not in _rows(data) and not (data / "jobs" / done).exists(), timeout=30)
+        until(lambda: done not in _rows(data) and not (data / "jobs" / done).exists(), timeout=30)
         r = c.get(f"/v1/jobs/{done}")
         assert r.status_code == 404 and "expired" in r.json()["detail"], r.text
         assert c.get(f"/v1/jobs/{done}/result").status_code == 404
@@ -102,9 +92,9 @@ def test_finished_jobs_expire_queued_and_running_ones_stay(standin: StandIn, tmp
 
         # two whole sweeps after the unfinished jobs are older than the TTL: both are still there
         created = max(c.get(f"/v1/jobs/{j}").json()["created"] for j in (running, queued))
-        _wait(lambda: time.time() > created + 1.0)
+        until(lambda: time.time() > created + 1.0)
         swept = _metric(c, "ocrserve_job_sweeps_total")
-        _wait(lambda: _metric(c, "ocrserve_job_sweeps_total") >= swept + 2, timeout=30)
+        until(lambda: _metric(c, "ocrserve_job_sweeps_total") >= swept + 2, timeout=30)
         assert {k: v for k, v in _rows(data).items() if k in (running, queued)} == {
             running: "running",
             queued: "queued",
@@ -115,7 +105,7 @@ def test_finished_jobs_expire_queued_and_running_ones_stay(standin: StandIn, tmp
 
         # released, they finish, lose their inputs, and expire in turn
         standin.reset()
-        _wait(
+        until(
             lambda: (
                 not ({running, queued} & set(_rows(data)))
                 and not (data / "jobs" / running).exists()
@@ -137,13 +127,13 @@ def test_restart_sweeps_at_startup_and_keeps_unfinished_jobs(standin: StandIn, t
         c = httpx.Client(base_url=api.url, timeout=30, headers=H)
         old, recent = _submit(c, pdf), _submit(c, pdf)
         for j in (old, recent):
-            _wait(lambda j=j: _status(c, j) == "done")
+            until(lambda j=j: _status(c, j) == "done")
             # finished: the input is gone at once, the result is kept
             assert not (data / "jobs" / j / "input").exists() and (data / "jobs" / j / "result.json").is_file()
             assert c.get(f"/v1/jobs/{j}/result").status_code == 200
         standin.control(delay_s=30)  # held: this job is running when the service is killed
         unfinished = _submit(c, pdf)
-        _wait(lambda: _status(c, unfinished) == "running")
+        until(lambda: _status(c, unfinished) == "running")
         api.kill(signal.SIGKILL)
     finally:
         api.stop()
@@ -176,7 +166,7 @@ def test_restart_sweeps_at_startup_and_keeps_unfinished_jobs(standin: StandIn, t
         assert _metric(c, "ocrserve_jobs_expired_total") == 1
         # the unfinished job survived the startup sweep and completes
         assert rows[unfinished] in ("queued", "running", "done")  # kept (a fast worker may have finished it)
-        _wait(lambda: _status(c, unfinished) == "done")
+        until(lambda: _status(c, unfinished) == "done")
         # past its TTL a job answers 404 at once, before any sweep has removed it
         _sql(data, "UPDATE jobs SET finished=? WHERE id=?", time.time() - 8 * DAY, recent)
         r = c.get(f"/v1/jobs/{recent}")

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
-import time
 
 import httpx
 
 from tests.fakes.standin import StandIn
 from tests.support.api import KEYS, ApiProcess, wait_job
-from tests.support.helpers import text_pdf
+from tests.support.helpers import text_pdf, until
 
 ENV = {
     "OCRSERVE_MODEL": "chandra-1",
@@ -27,16 +26,6 @@ def _is_problem(r: httpx.Response, status: int, code: str) -> None:
     assert r.status_code == status, (r.status_code, r.text)
     assert r.headers["content-type"].startswith("application/json"), r.headers
     assert r.json()["code"] == code and r.json()["detail"], r.json()
-
-
-def _until(check, what: str, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"{what} did not happen within {timeout:g} s"
-        time.sleep(0.2)
 
 
 def test_a_locked_store_kills_no_worker_and_readiness_tells_the_truth(standin: StandIn, tmp_path) -> None:
@@ -56,7 +45,7 @@ def test_a_locked_store_kills_no_worker_and_readiness_tells_the_truth(standin: S
                 r = c.get("/readyz")
                 return r if r.status_code == 503 else None
 
-            r = _until(not_ready, "/readyz saying not ready while the job store is locked")
+            r = until(not_ready, "/readyz saying not ready while the job store is locked")
             assert any("job store" in p for p in r.json()["problems"]), r.json()
             # a submission that cannot be recorded is a JSON problem, its upload gone
             _is_problem(c.post("/v1/jobs", files={"file": ("a.pdf", pdf.read_bytes())}), 503, "store_unavailable")
@@ -65,7 +54,7 @@ def test_a_locked_store_kills_no_worker_and_readiness_tells_the_truth(standin: S
             lock.execute("ROLLBACK")
             lock.close()
         # the workers lived through it: ready again, and a job submitted now is converted
-        _until(lambda: c.get("/readyz").status_code == 200, "/readyz ready again once the lock is gone")
+        until(lambda: c.get("/readyz").status_code == 200, "/readyz ready again once the lock is gone")
         r = c.post("/v1/jobs", files={"file": ("a.pdf", pdf.read_bytes())})
         assert r.status_code == 202, r.text
         assert wait_job(c, r.json()["id"])["status"] == "done"

@@ -107,6 +107,16 @@ def pid_gone(pid: int, timeout: float) -> bool:
         time.sleep(0.1)
 
 
+def until(check, what: str = "", timeout: float = 60.0, step: float = 0.1):
+    """Poll `check()` until it answers something true, and answer that; an assertion error naming `what` (else
+    check's docstring) after `timeout` seconds (a deadline against hanging, not a speed check)."""
+    deadline = time.monotonic() + timeout
+    while not (got := check()):
+        assert time.monotonic() < deadline, f"{what or check.__doc__ or check} did not happen within {timeout:g} s"
+        time.sleep(step)
+    return got
+
+
 def start_chromium(chromium: str, profile: Path, window: str, timeout: float = 90):
     """Headless Chromium with DevTools on a free port: (process, the first page's DevTools WebSocket URL).
     The caller stops the process (stop_process)."""
