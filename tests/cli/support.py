@@ -17,6 +17,21 @@ main()
 """
 
 
+def mkdir_fails(error: str, when: str) -> str:
+    """A shim: os.mkdir raises OSError(errno.`error`) for a path `p` (a str) where the Python expression `when`
+    is true (as root, chmod would not refuse), in the forked workers too."""
+    return f"""
+import errno, os
+_real_mkdir = os.mkdir
+def _mkdir(path, *a, **kw):
+    p = os.fsdecode(path)
+    if {when}:
+        raise OSError(errno.{error}, os.strerror(errno.{error}), p)
+    return _real_mkdir(path, *a, **kw)
+os.mkdir = _mkdir
+"""
+
+
 def cli(*args: str, shim: str = "", cwd: Path | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
     """`ocrserve ARGS` as a user runs it; `shim` is Python run before the CLI is imported (to make a
     module unimportable, or a folder unreadable even for root)."""

@@ -6,23 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tests.cli.support import cli
+from tests.cli.support import cli, mkdir_fails
 from tests.support.helpers import text_pdf
 
-# os.mkdir refuses under a folder named ro-out (as root, chmod would not), and the staging folder of
-# the document `victim` (its disk is full); in the forked render workers too
-SHIM = """
-import errno, os
-_real_mkdir = os.mkdir
-def _mkdir(path, *a, **kw):
-    p = os.fsdecode(path)
-    if os.path.basename(os.path.dirname(p)) == "ro-out":
-        raise OSError(errno.EROFS, "Read-only file system", p)
-    if os.path.basename(p).startswith(".victim.partial-"):
-        raise OSError(errno.ENOSPC, "No space left on device", p)
-    return _real_mkdir(path, *a, **kw)
-os.mkdir = _mkdir
-"""
+# the staging folder of the document `victim` cannot be made: its disk is full
+SHIM = mkdir_fails("ENOSPC", 'os.path.basename(p).startswith(".victim.partial-")')
 
 
 def _events(stdout: str) -> dict[str, dict]:

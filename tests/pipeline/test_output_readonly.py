@@ -3,19 +3,11 @@
 
 from __future__ import annotations
 
-from tests.cli.support import cli
+from tests.cli.support import cli, mkdir_fails
 from tests.support.helpers import text_pdf
 
-SHIM = """
-import errno, os
-_real_mkdir = os.mkdir
-def _mkdir(path, *a, **kw):
-    p = os.fsdecode(path)
-    if os.path.basename(os.path.dirname(p)) == "ro-out":
-        raise OSError(errno.EROFS, "Read-only file system", p)
-    return _real_mkdir(path, *a, **kw)
-os.mkdir = _mkdir
-"""
+# nothing can be made in a folder named ro-out
+SHIM = mkdir_fails("EROFS", 'os.path.basename(os.path.dirname(p)) == "ro-out"')
 
 
 def test_read_only_output_folder_is_one_line(tmp_path):
