@@ -39,36 +39,36 @@ async def ocr(standin, page: PageInput, **kw):
         await eng.aclose()
 
 
+async def first_problem(standin, n: int, plan: str, control: dict, stream: bool, **kw) -> str:
+    """Page `n`, whose first answer the stand-in spoils as `plan` says: the retry gets the page's answer;
+    the problem the first attempt was is answered."""
+    page = make_page(n)
+    standin.control(plans={sha(page)[:16]: [plan]}, **control)
+    res = await ocr(standin, page, stream=stream, **kw)
+    assert res.ok and res.attempts == 2, res.error
+    assert res.raw == expected_output(page.png_bytes())
+    return res.extra["problems"][0]
+
+
 @pytest.mark.parametrize("stream", [False, True])
 async def test_an_answer_that_trickles_for_ever_meets_the_requests_deadline(standin, stream):
     """A server that sends a piece every 0.1 s and never finishes: every byte used to reset the read timeout,
     so the page was held for ever. The total deadline ends the attempt; the retry gets the answer."""
-    page = make_page(1)
-    standin.control(plans={sha(page)[:16]: ["trickle"]}, trickle_s=0.1)
-    res = await ocr(standin, page, stream=stream, timeout=1.5)
-    assert res.ok and res.attempts == 2, res.error
-    assert res.raw == expected_output(page.png_bytes())
-    assert "no complete answer within the request's deadline of 1.5 s" in res.extra["problems"][0]
+    problem = await first_problem(standin, 1, "trickle", {"trickle_s": 0.1}, stream, timeout=1.5)
+    assert "no complete answer within the request's deadline of 1.5 s" in problem
 
 
 @pytest.mark.parametrize("stream", [False, True])
 async def test_an_answer_larger_than_max_tokens_allows_is_a_failed_attempt(standin, stream):
     """A 2 MB answer with finish_reason stop for max_tokens=600 used to be the page's ok answer."""
-    page = make_page(2)
-    standin.control(plans={sha(page)[:16]: ["huge"]}, huge_chars=2_000_000)
-    res = await ocr(standin, page, stream=stream, max_tokens=600)
-    assert res.ok and res.attempts == 2, res.error
-    assert res.raw == expected_output(page.png_bytes())
-    assert "larger than max_tokens=600 allows" in res.extra["problems"][0]
+    problem = await first_problem(standin, 2, "huge", {"huge_chars": 2_000_000}, stream, max_tokens=600)
+    assert "larger than max_tokens=600 allows" in problem
 
 
 @pytest.mark.parametrize("stream", [False, True])
 async def test_completion_tokens_above_max_tokens_is_a_failed_attempt(standin, stream):
-    page = make_page(3)
-    standin.control(plans={sha(page)[:16]: ["overcount"]})
-    res = await ocr(standin, page, stream=stream, max_tokens=600)
-    assert res.ok and res.attempts == 2, res.error
-    assert "1600 completion tokens, more than max_tokens=600" in res.extra["problems"][0]
+    problem = await first_problem(standin, 3, "overcount", {}, stream, max_tokens=600)
+    assert "1600 completion tokens, more than max_tokens=600" in problem
 
 
 async def test_a_server_that_always_answers_too_much_fails_the_page_for_the_fallback(standin):
