@@ -25,6 +25,11 @@ def _spec(tmp_path: Path, data: dict) -> Path:
     return p
 
 
+def _run_spec(tmp_path: Path, configs: list[dict], pages: int, defaults: dict, max_tokens: int = 16, **more) -> Path:
+    """A spec for a run against the stand-in: `pages` pages of `max_tokens` output tokens, the configs' defaults."""
+    return _spec(tmp_path, {"pages": pages, "max_tokens": max_tokens, "defaults": defaults, "configs": configs, **more})
+
+
 def test_spec_defaults_merge_and_bad_specs_are_named(tmp_path):
     spec = load_spec(
         _spec(
@@ -173,20 +178,12 @@ def test_parse_plan_reads_what_serve_prints():
 
 def test_sweep_runs_each_config_through_ocrserve_serve(tmp_path):
     """Two configurations, servers started by `ocrserve serve` with a stand-in vLLM, one load each, one table."""
-    spec = _spec(
-        tmp_path,
-        {
-            "pages": 6,
-            "max_tokens": 16,
-            "prefill_pages": 3,
-            "defaults": {"concurrency": 3},
-            "configs": [
-                {"name": "base", "prefill_probe": True, "serve_args": ["--renderer-workers", "0"]},
-                {"name": "renderer", "pages": 4, "vllm_args": ["--renderer-num-workers", "8"]},
-                {"name": "broken", "profile": "no-such-profile"},
-            ],
-        },
-    )
+    configs = [
+        {"name": "base", "prefill_probe": True, "serve_args": ["--renderer-workers", "0"]},
+        {"name": "renderer", "pages": 4, "vllm_args": ["--renderer-num-workers", "8"]},
+        {"name": "broken", "profile": "no-such-profile"},
+    ]
+    spec = _run_spec(tmp_path, configs, pages=6, defaults={"concurrency": 3}, prefill_pages=3)
     out = tmp_path / "out"
     p = _sweep_standin(spec, tmp_path, 18431, "--overlap", "2")
     rep = json.loads((out / "sweep.json").read_text())
@@ -218,24 +215,15 @@ def test_a_config_can_run_the_bench_modes_side_by_side(tmp_path):
     """`bench_modes`: pipeline, plain, ceiling and the client CPU split against the config's server (no
     pre-encoded load), the ratios in the JSON and a bench table in the Markdown."""
     # the stand-in vLLM serves "chandra" and answers as Chandra 1: the bench checks the profile against it
-    spec = _spec(
-        tmp_path,
-        {
-            "pages": 2,
-            "max_tokens": 16,
-            "defaults": {"concurrency": 4, "profile": "chandra-1"},
-            "configs": [
-                {
-                    "name": "bench",
-                    "load": False,
-                    "bench_pages": 4,
-                    "stage_pages": 2,
-                    "plain_pages": 2,
-                    "bench_modes": ["pipeline", "plain", "ceiling", "stages"],
-                }
-            ],
-        },
-    )
+    bench = {
+        "name": "bench",
+        "load": False,
+        "bench_pages": 4,
+        "stage_pages": 2,
+        "plain_pages": 2,
+        "bench_modes": ["pipeline", "plain", "ceiling", "stages"],
+    }
+    spec = _run_spec(tmp_path, [bench], pages=2, defaults={"concurrency": 4, "profile": "chandra-1"})
     out = tmp_path / "out"
     p = _sweep_standin(spec, tmp_path, 18461)
     r = json.loads((out / "sweep.json").read_text())["results"]["bench"]
@@ -367,16 +355,8 @@ def test_a_config_measures_a_concurrency_curve_and_the_idle_latency_split(tmp_pa
     """`curve`: more loads on the same server at other requests in flight (pages = in flight x waves);
     `latency_probe`: first, on the idle server, time to first token of the prompt alone, with a tiny image and
     with a page, and to a first block; both in the JSON and the Markdown."""
-    spec = _spec(
-        tmp_path,
-        {
-            "pages": 8,
-            "max_tokens": 16,
-            "prefill_pages": 2,
-            "defaults": {"concurrency": 4},
-            "configs": [{"name": "c", "curve": [1, 2], "curve_waves": 3, "latency_probe": True}],
-        },
-    )
+    config = {"name": "c", "curve": [1, 2], "curve_waves": 3, "latency_probe": True}
+    spec = _run_spec(tmp_path, [config], pages=8, defaults={"concurrency": 4}, prefill_pages=2)
     out = tmp_path / "out"
     p = _sweep_standin(spec, tmp_path, 18481)
     r = json.loads((out / "sweep.json").read_text())["results"]["c"]
@@ -411,16 +391,9 @@ def test_the_latency_probes_text_kind_sends_no_image():
 def test_a_failing_measurement_keeps_its_traceback(tmp_path):
     """A configuration whose measurement raises is a result with its error and where it was raised (an
     OSError's message alone may name no file); what was measured before it stays."""
-    spec = _spec(
-        tmp_path,
-        {
-            "pages": 2,
-            "max_tokens": 8,
-            "defaults": {"concurrency": 2},
-            # the stand-in serves Chandra 1: the bench modes refuse a chandra-2 profile
-            "configs": [{"name": "wrong", "profile": "chandra-2", "bench_modes": ["pipeline"], "bench_pages": 2}],
-        },
-    )
+    # the stand-in serves Chandra 1: the bench modes refuse a chandra-2 profile
+    config = {"name": "wrong", "profile": "chandra-2", "bench_modes": ["pipeline"], "bench_pages": 2}
+    spec = _run_spec(tmp_path, [config], pages=2, defaults={"concurrency": 2}, max_tokens=8)
     p = _sweep_standin(spec, tmp_path, 18491)
     r = json.loads((tmp_path / "out" / "sweep.json").read_text())["results"]["wrong"]
     assert p.returncode == 1 and not r["ok"]
