@@ -60,6 +60,14 @@ def _write(cand: Path, files: dict[str, str]) -> None:
         p.write_text(text, encoding="utf-8")
 
 
+def _answers(cand: Path, answers: dict[tuple[str, int], list[str]]) -> Path:
+    """A candidate folder: each (pdf, page)'s answers, one a repeat, in the files the runner names."""
+    _write(
+        cand, {repeat_file_name(pdf, page, r): t for (pdf, page), ts in answers.items() for r, t in enumerate(ts, 1)}
+    )
+    return cand
+
+
 class NoBrowser:
     available = False
     reason = "no browser (test)"
@@ -108,18 +116,14 @@ def test_candidate_file_matching(tmp_path: Path):
 
 
 def test_scores_repeats_and_missing_pages(bench_dir: Path, tmp_path: Path):
-    cand = tmp_path / "cand"
-    _write(
-        cand,
+    cand = _answers(
+        tmp_path / "cand",
         {
             # a p1: three repeats; a1 passes in 2/3 (majority), a3 passes in 1/3
-            "a_pg1_repeat1.md": "alpha then gamma",
-            "a_pg1_repeat2.md": "alpha only",
-            "a_pg1_repeat3.md": "nothing here",
+            ("a.pdf", 1): ["alpha then gamma", "alpha only", "nothing here"],
             # a p2 missing entirely; b: footer absent in one of two repeats -> 1/2 is not a majority
-            "sub/b_pg3_pg1_repeat1.md": "body text",
-            "sub/b_pg3_pg1_repeat2.md": "body text footer",
-            "blank_pg1_repeat1.md": "",
+            ("sub/b_pg3.pdf", 1): ["body text", "body text footer"],
+            ("blank.pdf", 1): [""],
         },
     )
     res = evaluate(load_bench(bench_dir), cand, renderer=NoBrowser(), n_bootstrap=200)
@@ -161,16 +165,13 @@ def _cli():
 
 
 def test_cli_eval_writes_reports(bench_dir: Path, tmp_path: Path):
-    cand = tmp_path / "cand"
-    _write(
-        cand,
-        {
-            "a_pg1_repeat1.md": "alpha gamma",
-            "a_pg2_repeat1.md": "beta",
-            "sub/b_pg3_pg1_repeat1.md": "text",
-            "blank_pg1_repeat1.md": "",
-        },
-    )
+    answers = {
+        ("a.pdf", 1): ["alpha gamma"],
+        ("a.pdf", 2): ["beta"],
+        ("sub/b_pg3.pdf", 1): ["text"],
+        ("blank.pdf", 1): [""],
+    }
+    cand = _answers(tmp_path / "cand", answers)
     out_json, out_md = tmp_path / "r" / "e.json", tmp_path / "r" / "e.md"
     result = CliRunner().invoke(
         _cli(),
