@@ -25,46 +25,34 @@ def _div(box, label, html):
     return f'<div data-bbox="{box}" data-label="{label}">{html}</div>'
 
 
-PAGE1 = "".join(
-    [
-        _div("[80, 40, 900, 80]", "Page-Header", "<p>ACME Annual Report 2025</p>"),
-        _div("[80, 100, 900, 150]", "Section-Header", "<h1>Annual report</h1>"),
-        _div("[80, 160, 900, 200]", "Text", "<p>This report covers the year.</p>"),
-        _div("[80, 210, 900, 240]", "Section-Header", "<h2>Methods</h2>"),
-        _div("[80, 250, 900, 280]", "Text", "<p>We measured rain at twelve stations.</p>"),
-        _div("[80, 290, 900, 320]", "Text", "<p>Each station reported daily.</p>"),
-        _div(
-            "[80, 330, 900, 380]",
-            "Equation-Block",
-            '<math display="block">\\bar{r} = \\frac{1}{n}\\sum_{i=1}^{n} r_i</math>',
-        ),
-        _div("[80, 390, 900, 410]", "Caption", "<p>Table 1: Rainfall by region</p>"),
-        _div("[80, 420, 900, 980]", "Table", f"<table><tr><th>Region</th><th>Days</th><th>mm</th></tr>{ROWS}</table>"),
-    ]
+FORMULA = '<math display="block">\\bar{r} = \\frac{1}{n}\\sum_{i=1}^{n} r_i</math>'
+TABLE = f"<table><tr><th>Region</th><th>Days</th><th>mm</th></tr>{ROWS}</table>"
+FINDINGS = "".join(
+    f"<li>Finding {i}: the stations in group {i} agree within two percent of each other.</li>" for i in range(8)
 )
-PAGE2 = "".join(
-    [
-        _div("[80, 60, 900, 100]", "Section-Header", "<h2>Discussion</h2>"),
-        _div("[80, 110, 600, 400]", "Image", '<img alt="A map of the stations"/>'),
-        _div("[80, 410, 600, 430]", "Caption", "<p>Figure 1: Station map</p>"),
-        _div(
-            "[80, 440, 900, 560]",
-            "List-Group",
-            "<ul>"
-            + "".join(
-                f"<li>Finding {i}: the stations in group {i} agree within two percent of each other.</li>"
-                for i in range(8)
-            )
-            + "</ul>",
-        ),
-        _div(
-            "[80, 570, 900, 800]", "Text", "<p>" + " ".join(f"{SENTENCE[:-1]} in year {i}." for i in range(12)) + "</p>"
-        ),
-        _div("[80, 810, 900, 840]", "Section-Header", "<h3>Limits</h3>"),
-        _div("[80, 850, 900, 880]", "Text", "<p>Two stations were offline in May.</p>"),
-        _div("[80, 960, 900, 990]", "Page-Footer", "<p>Page 2</p>"),
-    ]
-)
+LONG_TEXT = "<p>" + " ".join(f"{SENTENCE[:-1]} in year {i}." for i in range(12)) + "</p>"
+
+# the document's blocks: (page, box, label, html)
+BLOCKS = [
+    (1, "[80, 40, 900, 80]", "Page-Header", "<p>ACME Annual Report 2025</p>"),
+    (1, "[80, 100, 900, 150]", "Section-Header", "<h1>Annual report</h1>"),
+    (1, "[80, 160, 900, 200]", "Text", "<p>This report covers the year.</p>"),
+    (1, "[80, 210, 900, 240]", "Section-Header", "<h2>Methods</h2>"),
+    (1, "[80, 250, 900, 280]", "Text", "<p>We measured rain at twelve stations.</p>"),
+    (1, "[80, 290, 900, 320]", "Text", "<p>Each station reported daily.</p>"),
+    (1, "[80, 330, 900, 380]", "Equation-Block", FORMULA),
+    (1, "[80, 390, 900, 410]", "Caption", "<p>Table 1: Rainfall by region</p>"),
+    (1, "[80, 420, 900, 980]", "Table", TABLE),
+    (2, "[80, 60, 900, 100]", "Section-Header", "<h2>Discussion</h2>"),
+    (2, "[80, 110, 600, 400]", "Image", '<img alt="A map of the stations"/>'),
+    (2, "[80, 410, 600, 430]", "Caption", "<p>Figure 1: Station map</p>"),
+    (2, "[80, 440, 900, 560]", "List-Group", f"<ul>{FINDINGS}</ul>"),
+    (2, "[80, 570, 900, 800]", "Text", LONG_TEXT),
+    (2, "[80, 810, 900, 840]", "Section-Header", "<h3>Limits</h3>"),
+    (2, "[80, 850, 900, 880]", "Text", "<p>Two stations were offline in May.</p>"),
+    (2, "[80, 960, 900, 990]", "Page-Footer", "<p>Page 2</p>"),
+]
+PAGE1, PAGE2 = ("".join(_div(box, label, html) for p, box, label, html in BLOCKS if p == n) for n in (1, 2))
 
 
 @pytest.fixture
