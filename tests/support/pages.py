@@ -5,23 +5,27 @@ from __future__ import annotations
 
 import numpy as np
 from PIL import Image, ImageDraw
+from reportlab.lib import pagesizes
+from reportlab.lib.pagesizes import landscape, portrait
+from reportlab.lib.units import inch, mm
 
-# PDF page sizes in points: Letter, Legal, A3/A4/A5 both ways, Tabloid, 16:9 slides, a receipt strip,
-# a tiny label, a poster
+ISO = {"a4": pagesizes.A4, "a3": pagesizes.A3, "a5": pagesizes.A5}
+
+# PDF page sizes in points (reportlab's): Letter, Legal, A3/A4/A5 both ways, Tabloid, 16:9 slides, an 80 mm
+# receipt strip, a tiny label, an A1 poster
 PAGES = {
-    "letter": (612, 792),
-    "legal": (612, 1008),
-    "a4": (595.28, 841.89),
-    "a4-landscape": (841.89, 595.28),
-    "a3": (841.89, 1190.55),
-    "a3-landscape": (1190.55, 841.89),
-    "a5": (419.53, 595.28),
-    "a5-landscape": (595.28, 419.53),
-    "tabloid": (792, 1224),
+    "letter": pagesizes.LETTER,
+    "legal": pagesizes.LEGAL,
+    **{
+        f"{name}{turn}": way(size)
+        for name, size in ISO.items()
+        for turn, way in (("", portrait), ("-landscape", landscape))
+    },
+    "tabloid": pagesizes.TABLOID,
     "slide": (960, 540),
-    "receipt": (226.77, 1133.86),
-    "label": (144, 72),
-    "poster": (1684, 2384),
+    "receipt": (80 * mm, 400 * mm),
+    "label": (2 * inch, 1 * inch),
+    "poster": pagesizes.A1,
 }
 
 
