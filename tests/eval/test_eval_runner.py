@@ -9,6 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ocrserve.eval.bench import BenchError, candidate_files, load_bench, repeat_file_name
+from ocrserve.eval.convert_run import RunStats
 from ocrserve.eval.runner import bootstrap_ci, evaluate
 
 
@@ -156,6 +157,12 @@ def test_bootstrap_ci():
     narrow = bootstrap_ci([[1, 0] * 200], n_bootstrap=500)
     wide = bootstrap_ci([[1, 0] * 5], n_bootstrap=500)
     assert narrow[1] - narrow[0] < wide[1] - wide[0]
+
+
+def test_a_runs_record_in_the_report():
+    stats = RunStats(pages_written=3, pages_kept=1, pages_failed=["a.pdf page 2"], wall_s=1.234)
+    want = {"pages_written": 3, "pages_kept": 1, "pages_failed": ["a.pdf page 2"], "convert_wall_s": 1.23}
+    assert stats.as_dict() == want and list(stats.as_dict()) == list(want)
 
 
 def _cli():
