@@ -291,18 +291,19 @@ async def test_check_reports_readiness(standin):
 # ------------------------------------------------------------------------------------ pure parts
 
 
-@pytest.mark.parametrize(
-    "given, want",
-    [
-        ("http://host:8000", "http://host:8000/v1"),
-        ("http://host:8000/", "http://host:8000/v1"),
-        ("http://host:8000/v1", "http://host:8000/v1"),
-        ("http://host:8000/v1/", "http://host:8000/v1"),
-        ("host:8000", "http://host:8000/v1"),
-        ("https://api.example.com/openai/v1/chat/completions", "https://api.example.com/openai/v1"),
-        ("http://10.0.0.2:8000/v1/models", "http://10.0.0.2:8000/v1"),
-    ],
-)
+# a server's URL as given -> its base URL
+BASE_URLS = {
+    "http://host:8000": "http://host:8000/v1",
+    "http://host:8000/": "http://host:8000/v1",
+    "http://host:8000/v1": "http://host:8000/v1",
+    "http://host:8000/v1/": "http://host:8000/v1",
+    "host:8000": "http://host:8000/v1",
+    "https://api.example.com/openai/v1/chat/completions": "https://api.example.com/openai/v1",
+    "http://10.0.0.2:8000/v1/models": "http://10.0.0.2:8000/v1",
+}
+
+
+@pytest.mark.parametrize("given, want", BASE_URLS.items())
 def test_normalize_base_url(given, want):
     assert normalize_base_url(given) == want
 

@@ -237,17 +237,18 @@ def test_fsspec_target_writes_json_last_and_replaces_old_output():
         target.write(doc, "e", {"../escape.png": b"x"}, "r2")
 
 
-@pytest.mark.parametrize(
-    "given,expected",
-    [
-        ("s3:/bucket/out", "s3://bucket/out"),
-        ("s3://bucket/out", "s3://bucket/out"),
-        ("file:/tmp/o", "file:///tmp/o"),
-        ("/tmp/out", "/tmp/out"),
-        ("out", "out"),
-        ("memory:/x", "memory://x"),
-    ],
-)
+# an output target as given -> as the driver names it
+TARGETS = {
+    "s3:/bucket/out": "s3://bucket/out",
+    "s3://bucket/out": "s3://bucket/out",
+    "file:/tmp/o": "file:///tmp/o",
+    "/tmp/out": "/tmp/out",
+    "out": "out",
+    "memory:/x": "memory://x",
+}
+
+
+@pytest.mark.parametrize("given,expected", TARGETS.items())
 def test_normalize_target(given, expected):
     assert normalize_target(given) == expected
     assert normalize_target(Path(expected)) == expected  # what a typer Path option makes of a URL
