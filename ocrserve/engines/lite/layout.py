@@ -254,12 +254,16 @@ def build_blocks(
         kind = "item" if _BULLET.match(it.text) else "heading" if head else "item" if bullet else "text"
         paras.append(_Para([it], kind))
 
-    # a long run of large text is a lead paragraph, not a heading
+    # a long run of large text is a lead paragraph, not a heading; a full line of eight words is text
+    measure = median([l.w for l in lines if len(l.text.split()) >= 8] or [width])
     for p in paras:
         if isinstance(p, _Para) and p.kind == "heading":
             text = _join([l.text for l in p.lines])
             sentence_inside = re.search(r"[a-z]{2}[.;] [A-Za-z]", text) is not None and len(text.split()) > 8
-            if len(p.lines) > 3 or len(text) > 200 or text[:1].islower() or sentence_inside:
+            # a line of running text: it runs on (a comma, a hyphen), or it is a long sentence
+            runs_on = text.endswith((",", ";", "-", "/")) or (len(text.split()) >= 10 and text[-1:] in ".:")
+            runs_on = runs_on or (len(text.split()) >= 8 and p.box[2] - p.box[0] >= 0.9 * measure)
+            if len(p.lines) > 3 or len(text) > 200 or text[:1].islower() or sentence_inside or runs_on:
                 p.kind = "text"
     # bold short paragraphs are headings too (unless bold is the body style)
     bold_share = sum(len(l.text) for l in lines if l.bold) / max(sum(len(l.text) for l in lines), 1)

@@ -29,10 +29,43 @@ def is_marker(text: str) -> bool:
     return bool(_MARKER.match(text))
 
 
+_NUMBER = re.compile(r"^\s*(\d{1,2}(?:\.\d{1,2}){0,3}|[A-Z]|[IVX]{1,4})\.?\s*$")
+
+
+def join_section_numbers(lines: list[Line]) -> list[Line]:
+    """A section number set apart from its title ("2.1" a quad before "Overview", as LaTeX sets it) joins
+    the title on its row when both are bold or set larger than the page's text, in one size: one
+    heading "2.1 Overview", not "## 2.1" and "## Overview"."""
+    sizes = sorted(l.size or l.h for l in lines)
+    if not sizes:
+        return lines
+    body = sizes[len(sizes) // 2]
+    out = list(lines)
+    for n in [l for l in lines if not l.angle and _NUMBER.match(l.text)]:
+        near = [
+            t
+            for t in out
+            if t is not n
+            and not t.angle
+            and t.text[:1].isalpha()
+            and n.y0 <= t.cy <= n.y1
+            and 0 <= t.x0 - n.x1 <= 3 * t.h
+            and 0.85 <= (n.size or n.h) / max(t.size or t.h, 1e-6) <= 1.18
+            and ((n.bold and t.bold) or (t.size or t.h) >= 1.15 * body)
+        ]
+        if not near:
+            continue
+        t = min(near, key=lambda t: t.x0)
+        t.text, t.x0 = f"{n.text.strip()} {t.text}", n.x0
+        out.remove(n)
+    return out
+
+
 def join_markers(lines: list[Line]) -> list[Line]:
     """Each list marker fragment joins the text just after it on its row (to its right; to its left in a
     right-to-left line), within about three of the text's line heights; the line keeps the text's
-    size, weight and vertical extent."""
+    size, weight and vertical extent. Section numbers join their titles first (`join_section_numbers`)."""
+    lines = join_section_numbers(lines)
     markers = [l for l in lines if not l.angle and is_marker(l.text)]
     if not markers:
         return lines
