@@ -19,6 +19,7 @@ from ocrserve.parse import is_repetition_loop, parse_output
 from ocrserve.profiles import load_profile
 from ocrserve.settings import get_settings
 from tests.fakes.standin import expected_output
+from tests.support.cases import maps_as
 
 
 def make_page(i: int, size: tuple[int, int] = (64, 96)) -> PageInput:
@@ -302,10 +303,7 @@ BASE_URLS = {
     "http://10.0.0.2:8000/v1/models": "http://10.0.0.2:8000/v1",
 }
 
-
-@pytest.mark.parametrize("given, want", BASE_URLS.items())
-def test_normalize_base_url(given, want):
-    assert normalize_base_url(given) == want
+test_normalize_base_url = maps_as(normalize_base_url, BASE_URLS)
 
 
 @pytest.mark.parametrize("bad", ["", "   ", "ftp://host/x", "http://"])

@@ -7,6 +7,7 @@ import pytest
 from ocrserve.eval.normalize import normalize_text
 from ocrserve.eval.repeats import trailing_repeats
 from ocrserve.eval.tests import extract_formulas, parse_test
+from tests.support.cases import maps_as
 
 
 def mk(**kw):
@@ -30,10 +31,7 @@ NORMALIZED = {
     "e\u0301": "\u00e9",
 }
 
-
-@pytest.mark.parametrize("raw, want", NORMALIZED.items())
-def test_normalize(raw, want):
-    assert normalize_text(raw) == want
+test_normalize = maps_as(normalize_text, NORMALIZED)
 
 
 # ------------------------------------------------------------------------------ present / absent
