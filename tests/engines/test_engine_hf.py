@@ -41,6 +41,26 @@ SHAPE_TAR = next(
 )
 QWEN_FILES = ["tokenizer.json", "tokenizer_config.json", "chat_template.json", "generation_config.json"]
 GOOD = '<div data-bbox="[10, 20, 500, 80]" data-label="Text"><p>Hello tiny model</p></div>'
+# the tiny model: Chandra 1's architecture (Qwen3-VL) at these sizes, each config section's
+TINY = {
+    "text_config": {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+    },
+    "vision_config": {
+        "depth": 2,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_heads": 2,
+        "out_hidden_size": 64,
+        "deepstack_visual_indexes": [1],
+        "num_position_embeddings": 64,
+    },
+}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -69,24 +89,9 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     (out / "preprocessor_config.json").write_text(json.dumps(pre))
 
     cfg = json.loads((src / "config.json").read_text())
-    cfg["text_config"].update(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=16,
-    )
+    for section, sizes in TINY.items():
+        cfg[section].update(sizes)
     cfg["text_config"]["rope_scaling"]["mrope_section"] = [4, 2, 2]
-    cfg["vision_config"].update(
-        depth=2,
-        hidden_size=32,
-        intermediate_size=64,
-        num_heads=2,
-        out_hidden_size=64,
-        deepstack_visual_indexes=[1],
-        num_position_embeddings=64,
-    )
     for k in ("architectures", "model_type", "torch_dtype", "dtype"):
         cfg.pop(k, None)
     torch.manual_seed(0)
@@ -533,12 +538,7 @@ def tiny_qwen35_dir(tiny_model_dir, tmp_path_factory) -> Path:
     cfg = transformers.Qwen3_5Config(
         text_config={
             "vocab_size": real["text_config"]["vocab_size"],
-            "hidden_size": 64,
-            "intermediate_size": 128,
-            "num_hidden_layers": 2,
-            "num_attention_heads": 4,
-            "num_key_value_heads": 2,
-            "head_dim": 16,
+            **TINY["text_config"],
             "linear_key_head_dim": 16,
             "linear_value_head_dim": 16,
             "linear_num_key_heads": 2,
@@ -552,14 +552,8 @@ def tiny_qwen35_dir(tiny_model_dir, tmp_path_factory) -> Path:
                 "mrope_interleaved": True,
             },
         },
-        vision_config={
-            "depth": 2,
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_heads": 2,
-            "out_hidden_size": 64,
-            "num_position_embeddings": 64,
-        },
+        # the same sizes as Chandra 1's tiny model; Qwen3.5's vision has no deepstack layers
+        vision_config={k: v for k, v in TINY["vision_config"].items() if k != "deepstack_visual_indexes"},
         **ids,
     )
     torch.manual_seed(0)
