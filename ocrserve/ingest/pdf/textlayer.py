@@ -30,6 +30,7 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from ocrserve.ingest.pdf.accents import compose_accents
+from ocrserve.ingest.pdf.bidi import is_rtl
 from ocrserve.ingest.pdf.chars import Char, Line, _Frame, chars_to_lines, extract_chars, main_rotation, turn, turn_box  # noqa: F401 - Line and Char are this module's API too
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,12 @@ class TextLayerReport:
 
 _TOKEN = re.compile(r"[^\W\d_]+", re.UNICODE)
 _VOWELS = set("aeiouyAEIOUYàáâäæãåāèéêëēėęîïíīįìôöòóœøōõûüùúūÿÀÁÂÄÆÃÅĀÈÉÊËĒĖĘÎÏÍĪĮÌÔÖÒÓŒØŌÕÛÜÙÚŪŸ")
+
+
+def _rtl_script(text: str) -> bool:
+    """Most letters are Arabic or Hebrew (scripts RapidOCR's models do not read)."""
+    letters = [c for c in text if c.isalpha()]
+    return len(letters) >= 50 and sum(1 for c in letters if is_rtl(c)) >= 0.5 * len(letters)
 
 
 def _is_valid_char(ch: str) -> bool:
@@ -194,10 +201,13 @@ def analyze_page(page: pdfium.PdfPage, *, trust_invisible: bool = True) -> TextL
                 else "invisible text layer"
             )
             return report
-    elif not q.good():
+    elif not q.good() and not _rtl_script(text):
         report.verdict = "ocr_page"
         report.reason = f"garbled text layer (valid {q.valid_ratio:.2f}, word-shaped {q.word_ratio:.2f})"
         return report
+    elif not q.good():  # OCR does not read Arabic or Hebrew: the layer's readable characters are better
+        chars = [c for c in chars if c.text != "\ufffd"]
+        report.reason = f"right-to-left text layer with unmapped glyphs (valid {q.valid_ratio:.2f}), kept"
 
     chars = compose_accents([c for c in chars if c.text.isspace() or (c.x1 > 0 and c.y1 > 0 and c.x0 < W and c.y0 < H)])
     lines = chars_to_lines(chars)
