@@ -58,6 +58,11 @@ def _has_text(html: str) -> bool:
     return bool(_TAGS.sub("", html).strip())
 
 
+def usage(prompt_tokens: int | None, completion_tokens: int | None) -> dict[str, int | None]:
+    """An answer's token counts, as a result's fields (None: not counted)."""
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+
+
 class Ladder:
     """One page's attempts: the sampling for the next one, the verdict on an answer, the result."""
 
@@ -132,10 +137,9 @@ class Ladder:
             ok=True,
             raw=raw,
             finish_reason=finish_reason,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
             error=self.last_problem,
             extra={"retry_sampling": self.unusable > 0} if self.problems else {},
+            **usage(prompt_tokens, completion_tokens),
         )
 
     def gave_up(
@@ -144,24 +148,14 @@ class Ladder:
         """Every answer looped: the longest text before a loop is kept (ok, finish_reason "loop"); when
         there is none, ok=False. The last answer is in extra["last_raw"] either way."""
         why = f"the answer still looped after {self.unusable - 1} retries ({self.attempts} attempts)"
-        if not self.best.strip():
-            return self.result(
-                ok=False,
-                raw="",
-                finish_reason="loop",
-                prompt_tokens=prompt_tokens,
-                completion_tokens=completion_tokens,
-                error=f"{why}; nothing before the loop to keep",
-                extra={"last_raw": last_raw},
-            )
+        kept = bool(self.best.strip())
         return self.result(
-            ok=True,
-            raw=self.best,
+            ok=kept,
+            raw=self.best if kept else "",
             finish_reason="loop",
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            error=f"{why}; the text before the loop is kept",
-            extra={"last_raw": last_raw, "retry_sampling": True},
+            error=f"{why}; " + ("the text before the loop is kept" if kept else "nothing before the loop to keep"),
+            extra={"last_raw": last_raw, "retry_sampling": True} if kept else {"last_raw": last_raw},
+            **usage(prompt_tokens, completion_tokens),
         )
 
     def failed(self, error: str) -> EngineResult:
