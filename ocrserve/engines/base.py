@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from PIL import Image
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ocrserve.errors import OcrserveError
 from ocrserve.profiles import Profile
@@ -155,6 +155,12 @@ class EngineOptions(BaseModel):
         except ValidationError as e:
             bad = "; ".join(f"option {'.'.join(str(x) for x in err['loc'])!r}: {err['msg']}" for err in e.errors())
             raise EngineError(f"engine {engine!r}: {bad}") from None
+
+
+def deadline_option(description: str) -> Any:
+    """An engine's `timeout`: the seconds (more than 0) a piece of its work may take; unset (None): the
+    default its description names."""
+    return Field(None, gt=0, description=description)
 
 
 class Engine(abc.ABC):

@@ -42,7 +42,7 @@ from typing import Any
 import httpx
 from pydantic import Field
 
-from ocrserve.engines.base import DeltaCallback, Engine, EngineOptions, EngineResult, PageInput
+from ocrserve.engines.base import DeltaCallback, Engine, EngineOptions, EngineResult, PageInput, deadline_option
 from ocrserve.engines.chat import BodyTemplate
 from ocrserve.engines.deltas import Deltas
 from ocrserve.engines.openai_breaker import Breaker
@@ -105,11 +105,9 @@ class OpenAIOptions(EngineOptions):
     max_tokens: int | None = Field(None, ge=1, description="output token limit a page (unset: the profile's)")
     max_retries: int | None = Field(None, ge=0, description="retries of a looping answer (unset: the profile's)")
     ignore_eos: bool = Field(False, description="benchmarks: always generate max_tokens, retry nothing")
-    timeout: float | None = Field(
-        None,
-        gt=0,
-        description="seconds a request may take in all (its deadline, streamed or not); "
-        "unset: 60 + max_tokens / 8 of the request, at least 600",
+    timeout: float | None = deadline_option(
+        "seconds a request may take in all (its deadline, streamed or not); "
+        "unset: 60 + max_tokens / 8 of the request, at least 600"
     )
     max_connection_retries: int = Field(
         5,
