@@ -3,9 +3,9 @@ dependency (API keys). With `routes/` and `app.py`, the only modules that know a
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Generic, TypeVar, overload
 
 from fastapi import Request
 
@@ -13,11 +13,37 @@ from ocrserve.api.auth import Auth
 from ocrserve.api.jobs import JobStore
 from ocrserve.api.limits import KeyLimiter
 from ocrserve.api.metrics import Metrics
+from ocrserve.api.service import Service
+from ocrserve.api.worker import JobWorker
 from ocrserve.settings import Settings
 
-if TYPE_CHECKING:
-    from ocrserve.api.service import Service
-    from ocrserve.api.worker import JobWorker
+T = TypeVar("T")
+
+
+class SetAtStart(Generic[T]):
+    """A part of the context the app's lifespan sets, before any request is taken: reading it before is
+    a RuntimeError naming it (`what`)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.key = name
+
+    @overload
+    def __get__(self, obj: None, owner: type) -> SetAtStart[T]: ...
+    @overload
+    def __get__(self, obj: object, owner: type) -> T: ...
+    def __get__(self, obj: object | None, owner: type) -> SetAtStart[T] | T:
+        if obj is None:
+            return self
+        try:
+            return obj.__dict__[self.key]
+        except KeyError:
+            raise RuntimeError(f"the API's {self.what} is not started (the app's lifespan sets it)") from None
+
+    def __set__(self, obj: object, value: T) -> None:
+        obj.__dict__[self.key] = value
 
 
 @dataclass
@@ -28,30 +54,9 @@ class Context:
     metrics: Metrics
     limiter: KeyLimiter
     uploads: Path  # sync requests' upload folders
-    _service: Service | None = field(default=None, init=False, repr=False)
-    _worker: JobWorker | None = field(default=None, init=False, repr=False)
-
     # the service and the job worker are set by the app's lifespan, before any request is taken
-
-    @property
-    def service(self) -> Service:
-        if self._service is None:
-            raise RuntimeError("the API's service is not started (the app's lifespan sets it)")
-        return self._service
-
-    @service.setter
-    def service(self, value: Service) -> None:
-        self._service = value
-
-    @property
-    def worker(self) -> JobWorker:
-        if self._worker is None:
-            raise RuntimeError("the API's job worker is not started (the app's lifespan sets it)")
-        return self._worker
-
-    @worker.setter
-    def worker(self, value: JobWorker) -> None:
-        self._worker = value
+    service = SetAtStart[Service]("service")
+    worker = SetAtStart[JobWorker]("job worker")
 
 
 def context(request: Request) -> Context:
