@@ -39,6 +39,8 @@ from pydantic import BaseModel
 log = logging.getLogger(__name__)
 
 JobStatus = Literal["queued", "running", "done", "failed"]
+# what a job's folder holds (JobStore.job_path)
+JobPart = Literal["job.json", "input", "result.json", "images", "doc", "pages"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -125,25 +127,12 @@ class JobStore:
     def job_dir(self, job_id: str) -> Path:
         return self.jobs_dir / job_id
 
-    def result_path(self, job_id: str) -> Path:
-        return self.job_dir(job_id) / "result.json"
-
-    def input_dir(self, job_id: str) -> Path:
-        return self.job_dir(job_id) / "input"
-
-    def meta_path(self, job_id: str) -> Path:
-        return self.job_dir(job_id) / "job.json"
-
-    def images_dir(self, job_id: str) -> Path:
-        return self.job_dir(job_id) / "images"
-
-    def doc_dir(self, job_id: str) -> Path:
-        """Where a running job's conversion writes its document folder (its figure crops go to images/)."""
-        return self.job_dir(job_id) / "doc"
-
-    def pages_dir(self, job_id: str) -> Path:
-        """Pages a running job has finished (kept for a resume until the job ends)."""
-        return self.job_dir(job_id) / "pages"
+    def job_path(self, job_id: str, part: JobPart) -> Path:
+        """A part of a job's folder: job.json (its record), input (its upload), result.json (the finished
+        Document), images (its figure crops), doc (where a running job's conversion writes its document folder;
+        its figure crops go to images), pages (pages a running job has finished, kept for a resume until the
+        job ends)."""
+        return self.job_dir(job_id) / part
 
     def new_id(self) -> str:
         return uuid.uuid4().hex
@@ -199,7 +188,7 @@ class JobStore:
 
     def drop_input(self, job_id: str) -> None:
         """A finished job's upload is not needed any more (its result is what is kept)."""
-        shutil.rmtree(self.input_dir(job_id), ignore_errors=True)
+        shutil.rmtree(self.job_path(job_id, "input"), ignore_errors=True)
 
     def requeue(self, job_id: str) -> None:
         with self._lock:
@@ -255,7 +244,7 @@ class JobStore:
             if not (d.is_dir() and _JOB_ID.fullmatch(d.name)):
                 continue
             st = status.get(d.name)
-            if st is None and self.result_path(d.name).is_file():
+            if st is None and self.job_path(d.name, "result.json").is_file():
                 st = "done" if self._adopt(d.name) else None
                 n["adopted" if st else "kept"] += 1
                 if st is None:
@@ -264,21 +253,21 @@ class JobStore:
                 shutil.rmtree(d, ignore_errors=True)
                 n["removed"] += 1
             elif st in FINISHED:
-                if self.input_dir(d.name).exists():
+                if self.job_path(d.name, "input").exists():
                     self.drop_input(d.name)
                     n["inputs"] += 1
-                shutil.rmtree(self.pages_dir(d.name), ignore_errors=True)
-                shutil.rmtree(self.doc_dir(d.name), ignore_errors=True)
+                shutil.rmtree(self.job_path(d.name, "pages"), ignore_errors=True)
+                shutil.rmtree(self.job_path(d.name, "doc"), ignore_errors=True)
         return n
 
     def _adopt(self, job_id: str) -> bool:
         """A finished job's row again, from the `job.json` written beside its result; False without one."""
         try:
-            meta = json.loads(self.meta_path(job_id).read_text(encoding="utf-8"))
+            meta = json.loads(self.job_path(job_id, "job.json").read_text(encoding="utf-8"))
             row = {k: meta[k] for k in _META if k in meta}
             if row.get("id") != job_id or not isinstance(row.get("key"), str) or "filename" not in row:
                 return False
-            row.update(status="done", input_path=str(self.input_dir(job_id) / str(row["filename"])))
+            row.update(status="done", input_path=str(self.job_path(job_id, "input") / str(row["filename"])))
             row.setdefault("created", row.get("finished") or time.time())
             with self._lock:
                 self._db.execute(
@@ -292,9 +281,9 @@ class JobStore:
 
     def write_meta(self, job_id: str, fields: dict[str, Any]) -> None:
         """The finished job's row beside its result (atomic), for `tidy` to adopt it again."""
-        tmp = self.meta_path(job_id).with_suffix(".tmp")
+        tmp = self.job_path(job_id, "job.json").with_suffix(".tmp")
         tmp.write_text(json.dumps({k: fields[k] for k in _META if k in fields}), encoding="utf-8")
-        os.replace(tmp, self.meta_path(job_id))
+        os.replace(tmp, self.job_path(job_id, "job.json"))
 
     def ping(self) -> None:
         """Raises (sqlite3.Error) unless the jobs table can be read."""

@@ -128,7 +128,7 @@ class JobWorker:
         job_id = job["id"]
         counts = {"done": 0, "failed": 0}
 
-        pages_dir = self.store.pages_dir(job_id)
+        pages_dir, doc_dir = self.store.job_path(job_id, "pages"), self.store.job_path(job_id, "doc")
         # pages are reused only by the same model and engine
         run = {
             "model": getattr(getattr(self.service, "profile", None), "name", None),
@@ -154,7 +154,7 @@ class JobWorker:
             # server was down, is asked of the model again after a restart)
             if page is not None and status == "ok" and index not in known and job_id not in self.deleted:
                 try:
-                    _write_page(pages_dir, page, run, self.store.doc_dir(job_id))
+                    _write_page(pages_dir, page, run, doc_dir)
                 except OSError as e:  # a checkpoint is a saving, never a failure
                     log.warning("job %s: cannot keep page %d for a resume: %s", job_id, index + 1, e)
             counts["done"] += 1
@@ -174,7 +174,7 @@ class JobWorker:
         progress = asyncio.create_task(write_progress())
         try:
             result, interrupted = await self.service.convert(
-                checked, on_page=on_page, known_pages=known, owner=job["key"], figures_dir=self.store.doc_dir(job_id)
+                checked, on_page=on_page, known_pages=known, owner=job["key"], figures_dir=doc_dir
             )
         except asyncio.CancelledError:
             interrupted = True
@@ -209,8 +209,8 @@ class JobWorker:
             await asyncio.to_thread(self._write_result, job_id, doc, end, result.output)
         except OSError as e:  # a full disk: what the job holds goes first, so that its end can be recorded
             await asyncio.to_thread(self.store.drop_input, job_id)
-            await asyncio.to_thread(shutil.rmtree, self.store.pages_dir(job_id), True)
-            await asyncio.to_thread(shutil.rmtree, self.store.doc_dir(job_id), True)
+            await asyncio.to_thread(shutil.rmtree, self.store.job_path(job_id, "pages"), True)
+            await asyncio.to_thread(shutil.rmtree, self.store.job_path(job_id, "doc"), True)
             await self._finish(job_id, "failed", error=f"cannot write the result: {e.strerror or e}")
             return
         await self._finish(
@@ -222,15 +222,15 @@ class JobWorker:
         before the input is gone, the next start's tidy removes it."""
         if await self._store(partial(self.store.finish, job_id, status, **kw)):
             await asyncio.to_thread(self.store.drop_input, job_id)
-            await asyncio.to_thread(shutil.rmtree, self.store.pages_dir(job_id), True)
+            await asyncio.to_thread(shutil.rmtree, self.store.job_path(job_id, "pages"), True)
 
     def _write_result(self, job_id: str, doc: Document, end: dict[str, Any], folder: Path | None) -> None:
         """In a thread, which runs to its end even if the job is cancelled meanwhile: a job deleted while
         its result was written leaves no folder behind (the check comes after the write). The job's row
         goes beside the result (job.json), so a database restored from a backup finds the job again."""
         try:
-            keep_figures(folder, self.store.images_dir(job_id), self.store.pages_dir(job_id) / "images")
-            _write_atomic(self.store.result_path(job_id), render_json(doc))
+            keep_figures(folder, self.store.job_path(job_id, "images"), self.store.job_path(job_id, "pages") / "images")
+            _write_atomic(self.store.job_path(job_id, "result.json"), render_json(doc))
             self.store.write_meta(job_id, {**end, "status": "done", "finished": time.time()})
         finally:
             if self.store.owner(job_id) is None:  # deleted meanwhile

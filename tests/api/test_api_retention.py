@@ -187,7 +187,7 @@ def test_store_expire_removes_only_finished_jobs_past_the_ttl(tmp_path) -> None:
         ids = {}
         for name in ("queued", "running", "done", "failed", "fresh"):
             ids[name] = store.new_id()
-            inp = store.input_dir(ids[name])
+            inp = store.job_path(ids[name], "input")
             inp.mkdir(parents=True)
             (inp / "a.pdf").write_bytes(b"x")
             store.add(ids[name], "k", "a.pdf", inp / "a.pdf", None, 1)
@@ -204,7 +204,7 @@ def test_store_expire_removes_only_finished_jobs_past_the_ttl(tmp_path) -> None:
         left = {j: store.get(j).status for j in ids.values() if store.get(j)}
         assert left == {ids["queued"]: "queued", ids["running"]: "running", ids["fresh"]: "done"}
         assert not store.job_dir(ids["done"]).exists() and not store.job_dir(ids["failed"]).exists()
-        assert store.input_dir(ids["queued"]).exists() and store.input_dir(ids["running"]).exists()
+        assert store.job_path(ids["queued"], "input").exists() and store.job_path(ids["running"], "input").exists()
         assert store.expire() == 0
         assert JobStore(tmp_path / "forever", ttl_s=0).expire(now=t + 100 * DAY) == 0
         assert store.finish(uuid.uuid4().hex, "done") is False  # a job that is gone

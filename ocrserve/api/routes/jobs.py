@@ -161,7 +161,7 @@ def build(settings: Settings) -> APIRouter:
             )
 
         def load() -> tuple[str, Document]:  # reading and parsing a large result: off the event loop
-            text = ctx.store.result_path(job_id).read_text(encoding="utf-8")
+            text = ctx.store.job_path(job_id, "result.json").read_text(encoding="utf-8")
             return text, Document.model_validate_json(text)
 
         try:
@@ -186,7 +186,7 @@ def build(settings: Settings) -> APIRouter:
     async def job_image(request: Request, job_id: str, name: str, who: str = Depends(caller)):
         ctx = context(request)
         await _owned(ctx, job_id, who)
-        path = await asyncio.to_thread(image_path, ctx.store.images_dir(job_id), name)
+        path = await asyncio.to_thread(image_path, ctx.store.job_path(job_id, "images"), name)
         if path is None:
             raise NotFound(f"job {shorten(job_id)} has no image {shorten(name)}")
         return FileResponse(path, media_type="image/png", headers={"Cache-Control": "private, max-age=3600"})
@@ -205,8 +205,8 @@ def build(settings: Settings) -> APIRouter:
             raise Conflict(f"job {job_id} is {job.status}: only a done job has a document folder")
 
         def build() -> Path:
-            doc = Document.model_validate_json(ctx.store.result_path(job_id).read_text(encoding="utf-8"))
-            return build_archive(doc, ctx.store.images_dir(job_id), ctx.settings.keep_headers_footers)
+            doc = Document.model_validate_json(ctx.store.job_path(job_id, "result.json").read_text(encoding="utf-8"))
+            return build_archive(doc, ctx.store.job_path(job_id, "images"), ctx.settings.keep_headers_footers)
 
         try:
             path = await asyncio.to_thread(build)
