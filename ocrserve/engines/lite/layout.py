@@ -262,7 +262,8 @@ def build_blocks(
             sentence_inside = re.search(r"[a-z]{2}[.;] [A-Za-z]", text) is not None and len(text.split()) > 8
             # a line of running text: it runs on (a comma, a hyphen), or it is a long sentence
             runs_on = text.endswith((",", ";", "-", "/")) or (len(text.split()) >= 10 and text[-1:] in ".:")
-            runs_on = runs_on or (len(text.split()) >= 8 and p.box[2] - p.box[0] >= 0.9 * measure)
+            full = len(text.split()) >= 8 and p.box[2] - p.box[0] >= 0.9 * measure  # a full line, a little larger
+            runs_on = runs_on or (full and max(_metric(l) for l in p.lines) < 1.4 * body_metric)
             if len(p.lines) > 3 or len(text) > 200 or text[:1].islower() or sentence_inside or runs_on:
                 p.kind = "text"
     # bold short paragraphs are headings too (unless bold is the body style)
