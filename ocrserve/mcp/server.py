@@ -9,7 +9,9 @@ request needs `Authorization: Bearer <key>` (else 401, before the MCP layer sees
 its own documents and jobs. Over stdio the client is the process that started the server: no key.
 """
 
+import inspect
 import logging
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -54,6 +56,16 @@ EngineArg = Annotated[
 ModelArg = Annotated[str | None, Field(description="model profile: chandra-2 or chandra-1; default: the server's")]
 PasswordArg = Annotated[str | None, Field(description="the password of an encrypted PDF")]
 IdArg = Annotated[str, Field(description="the id a conversion or submit_job answered")]
+# what a document is given by, to convert_document and submit_job: (argument, its type)
+DOCUMENT = (
+    ("path", PathArg),
+    ("content_base64", ContentArg),
+    ("filename", FilenameArg),
+    ("pages", PagesArg),
+    ("engine", EngineArg),
+    ("model", ModelArg),
+    ("password", PasswordArg),
+)
 
 INSTRUCTIONS = """ocrserve converts documents (PDF, images, DOCX/XLSX/PPTX and other Office files) into Markdown,
 HTML, JSON or retrieval chunks with the Chandra OCR models (or the CPU lite engine). Use convert_document for a
@@ -72,6 +84,20 @@ RESOURCES = (
 )
 
 
+def takes_document(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """A tool `fn(ctx, ..., **document)` as the MCP SDK reads it (its signature): the document's arguments
+    (DOCUMENT: each optional, described) before the tool's own, which become keyword-only."""
+    sig = inspect.signature(fn)
+    own = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    document = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=kind)
+        for name, kind in DOCUMENT
+    ]
+    first, rest = own[:1], [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own[1:]]
+    fn.__signature__ = sig.replace(parameters=first + document + rest)  # type: ignore[attr-defined]
+    return fn
+
+
 def build_server(service: DocumentService, auth: Auth | None = None) -> MCPServer:
     server = MCPServer("ocrserve", instructions=INSTRUCTIONS, version=_version())
 
@@ -86,56 +112,24 @@ def build_server(service: DocumentService, auth: Auth | None = None) -> MCPServe
             raise ToolError("missing or invalid API key")
         return who
 
-    def request(path, content_base64, filename, pages, password, engine, model) -> dict[str, Any]:
-        return {
-            "path": path,
-            "content_base64": content_base64,
-            "filename": filename,
-            "pages": pages,
-            "password": password,
-            "engine": engine,
-            "model": model,
-        }
-
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
-    async def convert_document(
-        ctx: Context,
-        path: PathArg = None,
-        content_base64: ContentArg = None,
-        filename: FilenameArg = None,
-        pages: PagesArg = None,
-        format: FormatArg = "md",
-        engine: EngineArg = None,
-        model: ModelArg = None,
-        password: PasswordArg = None,
-    ) -> CallToolResult:
+    @takes_document
+    async def convert_document(ctx: Context, format: FormatArg = "md", **document: Any) -> CallToolResult:
         """Convert one document and answer it in the format asked for (Markdown by default). The answer's first
         text says what was converted and the document's id (for the resources); the second is the document."""
         try:
-            conv = await service.convert(
-                owner(ctx), **request(path, content_base64, filename, pages, password, engine, model)
-            )
+            conv = await service.convert(owner(ctx), **document)
             return _result(conv, service.render(conv, format), format)
         except RequestError as e:
             raise ToolError(str(e)) from None
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True, open_world_hint=False))
-    async def submit_job(
-        ctx: Context,
-        path: PathArg = None,
-        content_base64: ContentArg = None,
-        filename: FilenameArg = None,
-        pages: PagesArg = None,
-        engine: EngineArg = None,
-        model: ModelArg = None,
-        password: PasswordArg = None,
-    ) -> dict[str, Any]:
+    @takes_document
+    async def submit_job(ctx: Context, **document: Any) -> dict[str, Any]:
         """Start converting a document in the background; answers its job id at once (then job_status, job_result).
         Jobs live as long as this server runs."""
         try:
-            conv = await service.submit(
-                owner(ctx), **request(path, content_base64, filename, pages, password, engine, model)
-            )
+            conv = await service.submit(owner(ctx), **document)
         except RequestError as e:
             raise ToolError(str(e)) from None
         return conv.public()
