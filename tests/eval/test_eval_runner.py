@@ -220,6 +220,7 @@ def test_cli_eval_bad_input(bench_dir: Path, tmp_path: Path):
 def test_cli_run_converts_then_scores(bench_dir: Path, tmp_path: Path, monkeypatch):
     import ocrserve
     from ocrserve.document import Block, Document, Page, Source
+    from ocrserve.pipeline.results import ConversionResult
 
     calls = []
 
@@ -252,8 +253,9 @@ def test_cli_run_converts_then_scores(bench_dir: Path, tmp_path: Path, monkeypat
                 )
                 for n in want
             ]
-            docs.append(Document(source=Source(path=str(p), type="pdf", page_count=2), pages=pgs))
-        return docs
+            doc = Document(source=Source(path=str(p), type="pdf", page_count=2), pages=pgs)
+            docs.append(ConversionResult(name=Path(p).stem, path=str(p), status="ok", document=doc))
+        return docs  # ocrserve.convert's results: one per document
 
     monkeypatch.setattr(ocrserve, "convert", fake_convert)
     cand = tmp_path / "lite"
