@@ -45,7 +45,10 @@ def scaled(l: Line, f: float, dx: float, dy: float) -> Line:
     )
 
 
-def split_words(line: Line, gap: float = 0.2) -> list[Line]:
+COARSE, FINE = 0.5, 0.2  # word gaps (of the line's height) that cut a line into pieces
+
+
+def split_words(line: Line, gap: float = FINE) -> list[Line]:
     """A line cut at word gaps wider than `gap` of its height (each piece as tight as its words);
     the line itself when it has no words or they do not spell its text."""
     words = getattr(line, "words", ())
@@ -104,25 +107,47 @@ def ocr_tables(
     """Tables among an OCR page's lines, found on word pieces in each region ->
     (tables, lines not in a table (pieces of a line a table took part of), rotated lines not used)."""
     owner: dict[int, Line] = {}
-    pieces: list[Line] = []
     tables: list[TableItem] = []
-    for region in regions(lines, 0.6 * lh):
-        mine = []
-        for l in region:
-            for p in split_words(l):
+    left: list[Line] = []  # pieces of lines a table took that stayed outside it
+
+    def cut(ls: list[Line], gap: float) -> list[Line]:
+        out = []
+        for l in ls:
+            for p in split_words(l, gap):
                 owner[id(p)] = l
-                mine.append(p)
-        pieces += mine
-        found, _, rotated = detect_tables(mine, width, lh, rotated, word_gap=0.6)
-        for t in found:  # columns of running text cut at their word gaps are no table
-            owners = list({id(owner[id(p)]): owner[id(p)] for p in t.lines if id(p) in owner}.values())
-            if not _prose(owners):
-                tables.append(t)
-    in_table = {id(p) for t in tables for p in t.lines}
-    used = {id(owner[k]) for k in in_table if k in owner}
-    rest = [l for l in lines if id(l) not in used]
-    rest += [p for p in pieces if id(owner[id(p)]) in used and id(p) not in in_table]
-    return tables, rest, rotated
+                out.append(p)
+        return out
+
+    def owners(t: TableItem) -> list[Line]:
+        return list({id(owner[id(p)]): owner[id(p)] for p in t.lines if id(p) in owner}.values())
+
+    for region in regions(lines, 0.6 * lh):
+        # where the tables are: pieces cut at wide gaps only (OCR's word boxes are rough: a heading or a
+        # list item cut at a word space would pass for a row of cells)
+        coarse = cut(region, COARSE)
+        found, _, rotated = detect_tables(coarse, width, lh, rotated, word_gap=0.6)
+        for t in found:
+            mine = owners(t)
+            if _prose(mine):
+                continue  # columns of running text cut at their word gaps are no table
+            # its cells: the same lines cut at every gap wider than a space, when that gives the same
+            # rows and more cells (narrow columns whose gap the detector nearly closed: "2021 Share")
+            pieces = coarse
+            fine_pieces = cut(mine, FINE)
+            fine, _, _ = detect_tables(fine_pieces, width, lh, rotated, word_gap=0.6)
+            cells = sum(len(r) for r in t.rows)
+            if (
+                len(fine) == 1
+                and len(fine[0].rows) == len(t.rows)
+                and fine[0].columns >= t.columns
+                and sum(len(r) for r in fine[0].rows) > cells
+            ):
+                t, pieces = fine[0], fine_pieces
+            ids, taken = {id(p) for p in t.lines}, {id(l) for l in owners(t)}
+            left += [p for p in pieces if id(p) not in ids and id(owner.get(id(p))) in taken]
+            tables.append(t)
+    used = {id(l) for t in tables for l in owners(t)}
+    return tables, [l for l in lines if id(l) not in used] + left, rotated
 
 
 def region_tables(
