@@ -74,7 +74,8 @@ class _Display:
             if self.json_log:
                 self._json(event="doc_start", **data)
             elif data.get("redo") and not self.quiet:  # an earlier run's fallback pages, converted again
-                self.console.print(f"redo: {data.get('path') or data['name']} ({data['redo']})", markup=False)
+                line = f"redo: {data.get('path') or data['name']} ({data['redo']})"
+                self.console.print(line, markup=False, highlight=False, soft_wrap=True)
         elif kind == "page_done":
             self.pages_done += 1
             rate = self.pages_done / max(1e-9, time.perf_counter() - self.t0)
@@ -125,37 +126,45 @@ def summary_line(summary: Any, output: str) -> str:
     rate = summary.pages / summary.elapsed_s if summary.elapsed_s else 0.0
     pages = f"{plural(summary.pages, 'page')} in {summary.elapsed_s:.1f}s ({rate:.2f} pages/s) -> {output}"
     if summary.interrupted:
-        done = f"{len(summary.results)} finished" + (f" ({counts})" if counts else "")
+        done = f"{summary.finished} finished" + (f" ({counts})" if counts else "")
         return f"interrupted: {done}, {summary.left} left; {pages}"
-    return f"{plural(len(summary.results), 'document')}: {counts or 'nothing to do'}; {pages}"
+    return f"{plural(summary.finished, 'document')}: {counts or 'nothing to do'}; {pages}"
 
 
 def exit_code(summary: Any) -> int:
     """The run's exit code (the EXIT_* codes above): interrupted, else failed, else degraded, else nothing."""
     if summary.interrupted:
         return EXIT_INTERRUPTED
-    if summary.failed:
+    counts = summary.counts()
+    if counts.get("failed"):
         return EXIT_FAILED
-    if summary.degraded:
+    if counts.get("fallback"):
         return EXIT_DEGRADED
     return EXIT_NOTHING if summary.nothing_converted else EXIT_OK
 
 
 def _report_degraded_and_unsupported(summary: Any) -> None:
     """After the summary: the documents with pages from the fallback, and a run that converted nothing."""
-    if summary.degraded:
-        pages = sum(r.pages_fallback for r in summary.degraded)
+    counts = summary.counts()
+    if degraded := counts.get("fallback", 0):
         typer.echo(
-            f"{plural(pages, 'page')} of {plural(len(summary.degraded), 'document')} came from the fallback "
+            f"{plural(summary.pages_fallback, 'page')} of {plural(degraded, 'document')} came from the fallback "
             "(lite: the model failed them); run again when the model answers to convert them again:",
             err=True,
         )
         for r in summary.degraded:
             typer.echo(f"  {r.path}: {r.pages_fallback} of {r.pages} pages", err=True)
+        _more(summary, "fallback")
     if summary.nothing_converted:
-        skipped = summary.unsupported
-        why = f" ({plural(len(skipped), 'unsupported file')} skipped)" if skipped else ""
+        skipped = counts.get("unsupported", 0)
+        why = f" ({plural(skipped, 'unsupported file')} skipped)" if skipped else ""
         typer.echo(f"nothing converted: no document to convert in the inputs{why}", err=True)
+
+
+def _more(summary: Any, status: str) -> None:
+    """The documents of a status a long run counted but does not name (RunSummary keeps the first NAMED)."""
+    if more := summary.unnamed(status):
+        typer.echo(f"  ... and {more} more (--json-log names every document)", err=True)
 
 
 def _ignore_late_signals() -> None:
@@ -171,7 +180,7 @@ def _run(inputs: list[str | Path], options: Any, display: _Display) -> Any:
     if options.ray is not None:
         from ocrserve.pipeline.ray import run_ray_convert
 
-        return run_ray_convert(inputs, options, on_event=display)
+        return run_ray_convert(inputs, options, on_event=display, keep_results=False)  # memory stays flat
     from ocrserve.pipeline.local import Converter, RunSummary
 
     signals = 0
@@ -302,11 +311,11 @@ def register(app: typer.Typer, options_model: type[ConvertOptions] | None = None
                     {
                         "event": "run_done",
                         "documents": summary.documents,
-                        "finished": len(summary.results),
+                        "finished": summary.finished,
                         "left": summary.left,
                         "counts": summary.counts(),
                         "pages": summary.pages,
-                        "pages_fallback": sum(r.pages_fallback for r in summary.degraded),
+                        "pages_fallback": summary.pages_fallback,
                         "elapsed_s": round(summary.elapsed_s, 3),
                         "interrupted": summary.interrupted,
                         "exit_code": exit_code(summary),
@@ -316,10 +325,11 @@ def register(app: typer.Typer, options_model: type[ConvertOptions] | None = None
             )
         elif not quiet:
             typer.echo(summary_line(summary, output), err=True)
-        if summary.failed:
-            typer.echo(f"{plural(len(summary.failed), 'document')} failed:", err=True)
+        if failed := summary.counts().get("failed", 0):
+            typer.echo(f"{plural(failed, 'document')} failed:", err=True)
             for r in summary.failed:
                 typer.echo(f"  {r.path}: {r.error}", err=True)
+            _more(summary, "failed")
         _report_degraded_and_unsupported(summary)
         if summary.interrupted:
             typer.echo("run again to resume: finished documents are kept", err=True)

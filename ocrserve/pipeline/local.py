@@ -16,8 +16,10 @@ import logging
 import shutil
 import time
 import uuid
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,7 @@ __all__ = ["Converter", "ConvertOptions", "DocResult", "RunSummary", "Event"]
 
 @dataclass
 class _DocState:
+    n: int  # its input's number in the run
     src: SourceFile
     info: SourceInfo
     indices: list[int]
@@ -65,7 +68,8 @@ class Converter:
     model text as it streams), `pool` and `fallback_engine` (a long-lived service shares them),
     `known_pages(name, sha256)` (pages already converted, used as they are: a resumed API job);
     `keep_documents=False` (the CLI: a long run's memory stays flat) leaves each DocResult's `document`
-    None once its doc_done event has had it (and its files are written).
+    None once its doc_done event has had it (and its files are written), and the run's summary keeps no
+    results: counts, and the documents it names at the end (RunSummary's keep_results).
     """
 
     def __init__(
@@ -107,6 +111,7 @@ class Converter:
         if opts.fallback:
             self.engine = self.rescue.wrap(self.engine)
         self.last_summary: RunSummary | None = None
+        self._live: dict[int, _DocState] = {}  # the run's documents being converted, by input number
         self._own_pool = pool is None
         # one pool of worker processes a run: an engine of its own that works in worker processes (lite) runs
         # its pages in the run's pool, sized for the larger ask, its workers started with the engine's initializer
@@ -188,10 +193,15 @@ class Converter:
                 page = Page(index=index, width=0, height=0, status="failed", error=f"internal error: {e!r}")
         finally:
             slots.release()
-        st.pages[index] = page
-        self.emit("page_done", name=st.src.name, index=index, status=page.status, error=page.error, page=page)
+        self._page_done(st, page)
         if len(st.pages) == len(st.indices):
             await self._finish_doc(st)
+
+    def _page_done(self, st: _DocState, page: Page, **extra: Any) -> None:
+        st.pages[page.index] = page
+        self.emit(
+            "page_done", name=st.src.name, index=page.index, status=page.status, error=page.error, page=page, **extra
+        )
 
     # -- one document -------------------------------------------------------------------------------
     async def _finish_doc(self, st: _DocState) -> None:
@@ -206,8 +216,12 @@ class Converter:
         finally:
             st.done.set()
             st.pages, st.indices = {}, []  # in the Document now: a long run keeps no finished page
-            if not self.keep_documents and st.result is not None:
-                st.result.document = None
+            if st.result is not None:  # counted, and let go
+                if not self.keep_documents:
+                    st.result.document = None
+                self._live.pop(st.n, None)
+                if self.last_summary is not None:
+                    self.last_summary.add(st.result, st.n)
 
     async def _assemble(self, st: _DocState) -> None:
         doc = steps.assemble_document(
@@ -221,17 +235,9 @@ class Converter:
         cancelled = False
         if self.target is not None:
             # a write that started finishes (Ctrl-C mid-write): the document is whole and counted
-            fut: asyncio.Future[str] = asyncio.ensure_future(
-                asyncio.to_thread(
-                    self.target.write,
-                    doc,
-                    st.src.name,
-                    {},
-                    self.run_id,
-                    formats=st.formats,
-                    ctx=render_context(self.options),
-                )
-            )
+            ctx = render_context(self.options)
+            write = partial(self.target.write, doc, st.src.name, {}, self.run_id, formats=st.formats, ctx=ctx)
+            fut: asyncio.Future[str] = asyncio.ensure_future(asyncio.to_thread(write))
             cancelled = await wait_through_cancel(fut)
             try:
                 result.output = Path(fut.result())
@@ -274,6 +280,7 @@ class Converter:
             alt=lambda: t.load_existing(alt_name(src)) if t is not None else None,
             formats=self.options.formats,
             redo_fallback=self.model_engine,
+            model=self.profile.name if self.model_engine else None,
         )
 
     async def run(self, inputs: list[str | Path] | str | Path) -> RunSummary:
@@ -301,20 +308,21 @@ class Converter:
         self.emit("run_start", documents=len(sources))
         if self.target is not None:
             self.target.prepare()
-        summary = RunSummary(documents=len(sources))
+        summary = RunSummary(documents=len(sources), keep_results=self.keep_documents)
         self.last_summary = summary
         slots = asyncio.Semaphore(self.slots_n)
-        states: list[_DocState] = []
         tasks: set[asyncio.Task[None]] = set()
-        order: dict[str, int] = {}
+        self._live = live = {}
+        queue = deque(enumerate(sources))  # each input let go once started: a long run keeps none
+        del sources
 
         def done_now(r: DocResult) -> None:
-            summary.results.append(r)
+            summary.add(r, n)
             self.emit("doc_done", result=r)
 
         try:
-            for n, src in enumerate(sources):
-                order[src.name] = n
+            while queue:
+                n, src = queue.popleft()
                 if isinstance(src, InputProblem):  # failed, or unsupported (a file in a folder)
                     done_now(DocResult.of_problem(src))
                     continue
@@ -324,8 +332,9 @@ class Converter:
                     continue
                 info = opened
                 plan = self._plan(src, info)
+                if self.target is not None:
+                    self.target.forget(src.name, alt_name(src))
                 src, indices = plan.src, plan.indices
-                order[src.name] = n
                 if plan.status is not None:  # skipped, failed, or updated: the formats it lacked added
                     r = DocResult(name=src.name, path=str(src.path), status=DocStatus(plan.status), error=plan.error)
                     if plan.status == DocStatus.UPDATED and self.target is not None:
@@ -341,23 +350,16 @@ class Converter:
                         why = f"cannot write output: {e.strerror or e} ({e.filename or staging})"
                         done_now(DocResult(name=src.name, path=str(src.path), status=DocStatus.FAILED, error=why))
                         continue
-                st = _DocState(src, info, indices, staging, plan.formats, plan.redo)
-                states.append(st)
+                st = live[n] = _DocState(n, src, info, indices, staging, plan.formats, plan.redo)
                 self.emit("doc_start", name=src.name, pages=len(indices), path=str(src.path), redo=plan.redo)
                 known = self.known_pages(src.name, info.sha256) if self.known_pages else {}
+                if plan.keep and self.target is not None:  # the model's pages a rerun keeps, their crops staged
+                    kept = await asyncio.to_thread(self.target.kept_pages, src.name, plan.keep, staging, strict=False)
+                    known = {**kept[0], **known}
                 for i in indices:
                     page = known.get(i)
                     if page is not None and page.index == i and page.status != "failed":
-                        st.pages[i] = page
-                        self.emit(
-                            "page_done",
-                            name=src.name,
-                            index=i,
-                            status=page.status,
-                            error=page.error,
-                            page=page,
-                            resumed=True,
-                        )
+                        self._page_done(st, page, resumed=True)
                 if len(st.pages) == len(indices):
                     await self._finish_doc(st)
                     continue
@@ -368,7 +370,7 @@ class Converter:
                     t = asyncio.create_task(self._page_task(st, i, slots))
                     tasks.add(t)
                     t.add_done_callback(tasks.discard)
-            for st in states:
+            for st in list(live.values()):  # those still being converted
                 await st.done.wait()
         except BaseException:
             summary.interrupted = True
@@ -376,11 +378,10 @@ class Converter:
             raise
         finally:
             # every exit path: count what finished, leave no half-written document behind
-            for st in states:
+            for st in live.values():
                 if st.result is None and st.staging is not None:
                     shutil.rmtree(st.staging, ignore_errors=True)
-            summary.results.extend(st.result for st in states if st.result is not None)
-            summary.results.sort(key=lambda r: order.get(r.name, 0))  # keep the input order
+            summary.finish()  # the results in the input order
             summary.elapsed_s = time.perf_counter() - t0
             self.emit("run_done", summary=summary)
         return summary

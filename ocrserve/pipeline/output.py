@@ -9,7 +9,9 @@ count as done when its JSON is there, its source hash matches, it holds every wa
 failed, and (for a run with a model) no page came from the fallback (pages_done); it is complete when
 every asked format's file is there too (is_complete). A document whose pages are done but that lacks
 a format gets it rendered from its JSON, without OCR (add_formats); a document converted again keeps
-every format it had (plan_document: the one rule, for the local and the Ray scheduler alike).
+every format it had, and a run with the model that wrote it converts again only its pages that came
+from the fallback or failed, keeping the model's pages and their crops (plan_document: the one rule, for
+the local and the Ray scheduler alike; kept_pages reads what is kept).
 """
 
 from __future__ import annotations
@@ -20,12 +22,12 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from ocrserve.document import Document
+from ocrserve.document import Document, Page
 from ocrserve.export.formats import DEFAULT_FORMATS, RenderContext, get_format, output_formats
 from ocrserve.ingest.naming import path_hash, same_file
 from ocrserve.ingest.sources import PageSelection, SourceFile
@@ -81,6 +83,8 @@ class Existing:
     page_count: int = 0  # the source's
     formats: frozenset[str] = frozenset()  # the formats whose files are there (md, html, json, ...)
     fallback: frozenset[int] = frozenset()  # pages the fallback wrote (the model had failed them)
+    failed: frozenset[int] = frozenset()  # pages that failed
+    model: str | None = None  # what read its pages (Document.model: a model profile's name, or lite)
 
     @classmethod
     def from_json(cls, data: Any) -> Existing | None:
@@ -89,15 +93,22 @@ class Existing:
         pages = [pg for pg in data.get("pages", []) if isinstance(pg, dict)]
         src = data.get("source") or {}
         page_count = src.get("page_count")
+        model = data.get("model")
+
+        def having(status: str) -> frozenset[int]:
+            return frozenset(
+                pg["index"] for pg in pages if isinstance(pg.get("index"), int) and pg.get("status") == status
+            )
+
         return cls(
             sha256=src.get("sha256"),
             path=src.get("path"),
             pages=frozenset(pg["index"] for pg in pages if isinstance(pg.get("index"), int)),
             ok=all(pg.get("status") != "failed" for pg in pages),
             page_count=page_count if isinstance(page_count, int) else 0,
-            fallback=frozenset(
-                pg["index"] for pg in pages if isinstance(pg.get("index"), int) and pg.get("status") == "fallback"
-            ),
+            fallback=having("fallback"),
+            failed=having("failed"),
+            model=model if isinstance(model, str) else None,
         )
 
 
@@ -224,13 +235,33 @@ def add_formats(out: Path, name: str, formats: tuple[str, ...], ctx: RenderConte
     again) into its folder; its other files stay. An output that cannot be read or rendered is an
     OSError (the document then fails with the reason; --force converts it again)."""
     base = name.rsplit("/", 1)[-1]
-    try:
-        doc = Document.model_validate(load_output(out, name))
-    except ValueError as e:
-        raise OSError(f"{json_path(out, name)}: not a Document this version reads ({e.__class__.__name__})") from None
+    doc = read_document(load_output(out, name), json_path(out, name))
     ctx = ctx or RenderContext()
     _write_formats(doc, out / name, base, list(formats), ctx if ctx.title else replace(ctx, title=base))
     return out / name
+
+
+def read_document(data: Any, where: object) -> Document:
+    """An output's JSON as the Document; one this version cannot read is an OSError naming `where`."""
+    try:
+        return Document.model_validate(data)
+    except ValueError as e:
+        raise OSError(f"{where}: not a Document this version reads ({e.__class__.__name__})") from None
+
+
+def kept_pages(data: Any, where: object, indices: Iterable[int]) -> tuple[dict[int, Page], list[str]]:
+    """The pages `indices` of an output's JSON, as a rerun keeps them (plan_document's `keep`), and their
+    figure crops' paths (relative to the document folder). An output that cannot be read, or lacks one of
+    the pages, is an OSError naming `where`."""
+    want = set(indices)
+    pages = {p.index: p for p in read_document(data, where).pages if p.index in want}
+    if set(pages) != want:
+        raise OSError(f"{where}: pages {sorted(i + 1 for i in want - set(pages))} are not there")
+    figures = [b.figure for p in pages.values() for b in p.blocks if b.figure]
+    bad = [f for f in figures if PurePosixPath(f).is_absolute() or ".." in PurePosixPath(f).parts]
+    if bad:
+        raise OSError(f"{where}: a figure path leaves the document folder ({bad[0]})")
+    return pages, figures
 
 
 def unwritable(out: Path) -> str | None:
@@ -263,7 +294,9 @@ class Plan:
     """What a run does with an opened document: its output name, the pages it converts and the formats
     it writes (those asked, and those the output already had), or why it converts nothing (status
     skipped: complete output already there; updated: its pages are done, `formats` are missing and
-    rendered from its JSON; failed: no page selected). `redo` says why done pages are converted again."""
+    rendered from its JSON; failed: no page selected). `redo` says why done pages are converted again.
+    `keep`: pages of `indices` taken as they are from the output already there (this run's model wrote
+    them), with their figure crops; the others are converted."""
 
     src: SourceFile
     indices: list[int]
@@ -271,6 +304,7 @@ class Plan:
     error: str | None = None
     formats: tuple[str, ...] = DEFAULT_FORMATS
     redo: str | None = None
+    keep: frozenset[int] = frozenset()
 
 
 def plan_document(
@@ -285,11 +319,14 @@ def plan_document(
     alt: Callable[[], Existing | None],
     formats: tuple[str, ...] = DEFAULT_FORMATS,
     redo_fallback: bool = False,
+    model: str | None = None,
 ) -> Plan:
     """The one rule, for every scheduler: name the output (choose_name), then convert the selected
     pages unless the output under that name is done for this source and selection (pages_done; with
     `redo_fallback`, a run with a model, pages the fallback wrote are not done): then it is skipped,
-    or the formats it lacks are rendered from its JSON. A document converted again keeps its formats."""
+    or the formats it lacks are rendered from its JSON. A document converted again keeps its formats;
+    when the output there is of this source and selection and `model` (this run's) wrote it, only its
+    pages that came from the fallback or failed are converted again, its model pages are kept."""
     existing = None
     if writes:
         src, existing = choose_name(src, sha256, here, alt)
@@ -301,9 +338,19 @@ def plan_document(
         missing = tuple(f for f in formats if f not in existing.formats)
         return Plan(src, indices, "updated", formats=missing) if missing else Plan(src, indices, "skipped")
     kept = tuple(f.name for f in output_formats() if f.name in formats or f.name in existing.formats)
-    again = existing.fallback & set(indices) if redo_fallback and existing.sha256 == sha256 else set()
-    redo = f"{len(again)} of {len(indices)} pages came from the fallback: converted again" if again else None
-    return Plan(src, indices, formats=kept, redo=None if force else redo)
+    if force:
+        return Plan(src, indices, formats=kept)
+    wanted, same = set(indices), existing.sha256 == sha256
+    again = existing.fallback & wanted if redo_fallback and same else set()
+    failed = existing.failed & wanted
+    ours = redo_fallback and model is not None and existing.model == model  # its model pages are this run's
+    if not (ours and same and wanted <= existing.pages and (again or failed)):
+        redo = f"{len(again)} of {len(indices)} pages came from the fallback: converted again" if again else None
+        return Plan(src, indices, formats=kept, redo=redo)
+    why = [f"{len(again)} of {len(indices)} pages came from the fallback"] if again else []
+    why += [f"{len(failed)} failed" if again else f"{len(failed)} of {len(indices)} pages failed"] if failed else []
+    redo = f"{', '.join(why)}: only those converted again"
+    return Plan(src, indices, formats=kept, redo=redo, keep=frozenset(wanted - again - failed))
 
 
 def done_though_unreadable(

@@ -57,7 +57,6 @@ class _Doc:
     n_pages: int
     pages: dict[int, Page] = field(default_factory=dict)
     files: dict[str, bytes] = field(default_factory=dict)
-    result: DocResult | None = None
 
 
 # the Ray options as keyword arguments of run_ray_convert (also accepted inside `ray=RayOptions(...)`)
@@ -100,6 +99,7 @@ def run_ray_convert(
     engine: str | Callable[..., Engine] | None = None,
     settings: Settings | None = None,
     on_event: Event | None = None,
+    keep_results: bool = True,
     **option_values: Any,
 ) -> RunSummary:
     """Convert files/folders/globs on a Ray cluster; writes OUTPUT/<name>/ like the local run.
@@ -109,6 +109,8 @@ def run_ray_convert(
     `engine` is a name (lite, openai, hf, vllm) or a factory `f(profile, settings, **options)`;
     `server` may hold `{node_ip}` (each actor then talks to the server on its own node).
     Input files must be readable at the same path on every node (a shared file system).
+    `keep_results=False` (the CLI): the summary keeps counts and the documents it names at the end, and
+    the driver lets each document go once written (RunSummary).
     """
     ray_values = {_RAY_KEYWORDS[k]: option_values.pop(k) for k in list(option_values) if k in _RAY_KEYWORDS}
     factory = engine if callable(engine) else None
@@ -161,8 +163,9 @@ def run_ray_convert(
             }
         )
     emit("run_start", documents=len(sources) + len(problems))
-    summary = RunSummary(results=list(problems), documents=len(doc_rows) + len(problems))
-    for r in problems:
+    summary = RunSummary(documents=len(doc_rows) + len(problems), keep_results=keep_results)
+    for n, r in enumerate(problems):
+        summary.add(r, n)
         emit("doc_done", result=r)
     if not doc_rows:
         summary.elapsed_s = time.perf_counter() - t0
@@ -235,12 +238,13 @@ def run_ray_convert(
             )
             ds = ds.map(partial(finish_row, cfg=cfg), **task_args)
         model = document_model(name, profile.name, engine_cls.model_engine)
-        summary.results = problems + _collect(ds, doc_rows, target, run_id, name, model, opts, emit, summary)
+        _collect(ds, doc_rows, target, run_id, name, model, opts, emit, summary, len(problems))
     finally:
         if started:
             import ray
 
             ray.shutdown()
+    summary.finish()
     summary.elapsed_s = time.perf_counter() - t0
     emit("run_done", summary=summary)
     return summary
@@ -256,15 +260,24 @@ def _collect(
     opts: ConvertOptions,
     emit: Callable[..., None],
     summary: RunSummary,
-) -> list[DocResult]:
-    """Stream the finished rows; write each document when its last page is back. Results come back in
-    the input order (keyed by the input's number: a document may be renamed by plan_document)."""
+    first: int,
+) -> None:
+    """Stream the finished rows; write each document when its last page is back, and add its result to the
+    summary, numbered by its input (`first` + its row's: a document may be renamed by plan_document). A
+    finished document is let go: the driver keeps its number (a page delivered again is dropped)."""
     docs: dict[int, _Doc] = {}
-    results: dict[int, DocResult] = {}
+    results: set[int] = set()  # the documents finished
+
+    def done(key: int, r: DocResult) -> None:
+        results.add(key)
+        docs.pop(key, None)
+        emit("doc_done", result=r)
+        if not summary.keep_results:
+            r.document = None
+        summary.add(r, first + key)
 
     def finish(d: _Doc) -> None:
-        results[d.doc] = d.result = _write(d, target, run_id, engine_name, model_name, opts)
-        emit("doc_done", result=d.result)
+        done(d.doc, _write(d, target, run_id, engine_name, model_name, opts))
 
     try:
         for row in ds.iter_rows():
@@ -276,15 +289,18 @@ def _collect(
                 if r.status == DocStatus.UPDATED:  # rendered from its JSON here, the one writer
                     formats = tuple(row["formats"].split(","))
                     r = formats_added(target, r.name, r.path, formats, render_context(opts))
-                results[key] = r
-                emit("doc_done", result=r)
+                done(key, r)
                 continue
             d = docs.get(key)
             if d is None:
                 d = docs[key] = _Doc(
                     doc=key, name=row["name"], path=row["path"], meta=dict(row), n_pages=row["n_pages"]
                 )
-                emit("doc_start", name=d.name, pages=d.n_pages)
+                emit("doc_start", name=d.name, pages=d.n_pages + _kept(row), path=d.path, redo=row["redo"] or None)
+                why = _add_kept(d, target, emit)  # the model's pages a rerun keeps from the output there
+                if why is not None:
+                    done(key, DocResult(name=d.name, path=d.path, status=DocStatus.FAILED, error=why))
+                    continue
             idx = row["index"]
             if idx in d.pages:
                 continue
@@ -307,14 +323,30 @@ def _collect(
             want = d.n_pages if d else "?"
             nm = d.name if d else doc_row["name"]
             log.error("%s: only %s of %s pages came back from the cluster", nm, got, want)
-            results[key] = DocResult(
-                name=nm,
-                path=doc_row["path"],
-                status=DocStatus.FAILED,
-                error=f"pages lost: {got} of {want} came back from the cluster",
-            )
-            emit("doc_done", result=results[key])
-    return [results[k] for k in sorted(results)]
+            lost = f"pages lost: {got} of {want} came back from the cluster"
+            done(key, DocResult(name=nm, path=doc_row["path"], status=DocStatus.FAILED, error=lost))
+
+
+def _kept(row: dict[str, Any]) -> int:
+    return len([i for i in row["keep"].split(",") if i])
+
+
+def _add_kept(d: _Doc, target: OutputTarget, emit: Callable[..., None]) -> str | None:
+    """The pages the plan keeps from the output there (its row's keep: the model wrote them), added to the
+    document with their figure crops as the local run does; why they cannot be, or None."""
+    keep = [int(i) for i in d.meta["keep"].split(",") if i]
+    if not keep:
+        return None
+    try:
+        pages, files = target.kept_pages(d.name, keep)
+    except OSError as e:
+        return f"cannot keep the pages the model wrote: {e} (--force converts it whole)"
+    d.n_pages += len(pages)
+    d.pages.update(pages)
+    d.files.update(files)
+    for i, page in sorted(pages.items()):
+        emit("page_done", name=d.name, index=i, status=page.status, error=page.error, page=page, resumed=True)
+    return None
 
 
 def _write(

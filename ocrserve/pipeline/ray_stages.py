@@ -52,6 +52,7 @@ COLUMNS: dict[str, Any] = {
     "error": "",
     "formats": "",  # comma-separated: a page's document is written in these; an updated one gets these added
     "redo": "",  # why a document's earlier pages are converted again
+    "keep": "",  # comma-separated: the pages the driver keeps from the output there (n_pages: the others)
     # render
     "png": b"",
     "width": 0.0,
@@ -111,32 +112,14 @@ def existing_json(e: Existing | None) -> str:
     """An output's Existing as a row value (the driver reads outputs; the open stage decides)."""
     if e is None:
         return ""
-    return json.dumps(
-        {
-            "sha256": e.sha256,
-            "path": e.path,
-            "pages": sorted(e.pages),
-            "ok": e.ok,
-            "page_count": e.page_count,
-            "formats": sorted(e.formats),
-            "fallback": sorted(e.fallback),
-        }
-    )
+    return json.dumps({k: sorted(v) if isinstance(v, frozenset) else v for k, v in asdict(e).items()})
 
 
 def _existing(value: str) -> Existing | None:
     if not value:
         return None
-    d = json.loads(value)
-    return Existing(
-        sha256=d["sha256"],
-        path=d["path"],
-        pages=frozenset(d["pages"]),
-        ok=d["ok"],
-        page_count=d["page_count"],
-        formats=frozenset(d["formats"]),
-        fallback=frozenset(d["fallback"]),
-    )
+    values: dict[str, Any] = {k: frozenset(v) if isinstance(v, list) else v for k, v in json.loads(value).items()}
+    return Existing(**values)
 
 
 def open_doc(doc: dict[str, Any], cfg: StageConfig) -> list[dict[str, Any]]:
@@ -163,12 +146,14 @@ def open_doc(doc: dict[str, Any], cfg: StageConfig) -> list[dict[str, Any]]:
         alt=lambda: _existing(doc["alt"]),
         formats=cfg.formats,
         redo_fallback=cfg.redo_fallback,
+        model=cfg.model.name if cfg.redo_fallback else None,
     )
     meta = dict(base, name=plan.src.name, type=info.type, sha256=info.sha256, page_count=info.page_count)
-    meta.update(formats=",".join(plan.formats), redo=plan.redo or "")
+    meta.update(formats=",".join(plan.formats), redo=plan.redo or "", keep=",".join(map(str, sorted(plan.keep))))
     if plan.status is not None:
         return [make_row(kind=plan.status, error=plan.error or "", **meta)]
-    return [make_row(kind="page", n_pages=len(plan.indices), index=i, **meta) for i in plan.indices]
+    convert = [i for i in plan.indices if i not in plan.keep]  # the driver adds the kept pages
+    return [make_row(kind="page", n_pages=len(convert), index=i, **meta) for i in convert]
 
 
 # ---------------------------------------------------------------------------------------- render

@@ -79,43 +79,101 @@ class ConversionError(OcrserveError):
         super().__init__(f"{len(failed)} of {len(results)} documents failed: {first}{more}")
 
 
+NAMED = 500  # a run that keeps no results names this many documents of each status it lists at the end
+LISTED = (DocStatus.FAILED, DocStatus.FALLBACK, DocStatus.UNSUPPORTED)  # the statuses the CLI lists at the end
+
+
 @dataclass
 class RunSummary:
+    """What a run did. `results`: every document's DocResult, in input order (the Python API returns
+    them). A run that keeps none (`keep_results=False`: the CLI, whose memory must stay flat over a
+    million documents) only counts each finished document (add), and keeps the first NAMED documents
+    that failed, came partly from the fallback or are unsupported (their names and reasons, for the
+    summary), in input order; `unnamed(status)` says how many more there were."""
+
     results: list[DocResult] = field(default_factory=list)
     elapsed_s: float = 0.0
     interrupted: bool = False
     documents: int = 0  # documents the run was given
+    keep_results: bool = True
+    _places: list[int] = field(default_factory=list, repr=False)  # each kept result's input number
+    _counts: dict[str, int] = field(default_factory=dict, repr=False)  # documents not in results, by status
+    _pages: int = field(default=0, repr=False)  # their pages
+    _pages_fallback: int = field(default=0, repr=False)  # their pages from the fallback
+    _named: dict[str, list[tuple[int, DocResult]]] = field(default_factory=dict, repr=False)
+
+    def add(self, r: DocResult, n: int = 0) -> None:
+        """A finished document, the run's input number `n`: kept in `results`, or counted (named when
+        it is to be listed, up to NAMED of a status) by a run that keeps no results."""
+        if self.keep_results:
+            self.results.append(r)
+            self._places.append(n)
+            return
+        self._counts[r.status] = self._counts.get(r.status, 0) + 1
+        if r.status not in (DocStatus.SKIPPED, DocStatus.UPDATED):
+            self._pages += r.pages
+        if r.status == DocStatus.FALLBACK:
+            self._pages_fallback += r.pages_fallback
+        if r.status in LISTED and len(named := self._named.setdefault(r.status, [])) < NAMED:
+            r.document = None
+            named.append((n, r))
+
+    def finish(self) -> None:
+        """The kept results in input order (as the inputs were given, not as they finished)."""
+        if len(self._places) == len(self.results):
+            order = sorted(range(len(self.results)), key=self._places.__getitem__)
+            self.results, self._places = [self.results[i] for i in order], [self._places[i] for i in order]
+
+    def _of(self, status: DocStatus) -> list[DocResult]:
+        return [r for r in self.results if r.status == status] + [
+            r for _, r in sorted(self._named.get(status, []), key=lambda t: t[0])
+        ]
+
+    def unnamed(self, status: DocStatus) -> int:
+        """Documents of this status the run counted but does not name (past NAMED, keep_results False)."""
+        return self._counts.get(status, 0) - len(self._named.get(status, []))
+
+    @property
+    def finished(self) -> int:
+        """Documents the run finished (converted, skipped, updated, failed, unsupported)."""
+        return len(self.results) + sum(self._counts.values())
 
     @property
     def failed(self) -> list[DocResult]:
-        return [r for r in self.results if r.status == "failed"]
+        return self._of(DocStatus.FAILED)
 
     @property
     def degraded(self) -> list[DocResult]:
         """Documents written with pages the fallback wrote (the model failed them): a rerun with the
         model converts those again."""
-        return [r for r in self.results if r.status == DocStatus.FALLBACK]
+        return self._of(DocStatus.FALLBACK)
 
     @property
     def unsupported(self) -> list[DocResult]:
-        return [r for r in self.results if r.status == DocStatus.UNSUPPORTED]
+        return self._of(DocStatus.UNSUPPORTED)
 
     @property
     def nothing_converted(self) -> bool:
         """The run found no document to convert (none, or only unsupported files): not even a complete one."""
-        return not self.interrupted and all(r.status == DocStatus.UNSUPPORTED for r in self.results)
+        counts = self.counts()
+        return not self.interrupted and counts.get(DocStatus.UNSUPPORTED, 0) == sum(counts.values())
 
     @property
     def pages(self) -> int:
-        return sum(r.pages for r in self.results if r.status not in ("skipped", "updated"))
+        return sum(r.pages for r in self.results if r.status not in ("skipped", "updated")) + self._pages
+
+    @property
+    def pages_fallback(self) -> int:
+        """Pages the fallback wrote, over the documents that have them."""
+        return sum(r.pages_fallback for r in self.results if r.status == DocStatus.FALLBACK) + self._pages_fallback
 
     @property
     def left(self) -> int:
         """Documents an interrupted run did not finish (run again to do them)."""
-        return max(0, self.documents - len(self.results))
+        return max(0, self.documents - self.finished)
 
     def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
+        out: dict[str, int] = dict(self._counts)
         for r in self.results:
             out[r.status] = out.get(r.status, 0) + 1
         return out

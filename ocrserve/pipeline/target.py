@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import shutil
 import tempfile
 import uuid
+from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ocrserve.document import Document
+from ocrserve.document import Document, Page
 from ocrserve.errors import OcrserveError
 from ocrserve.export.formats import DEFAULT_FORMATS, RenderContext, get_format, output_formats
 from ocrserve.ingest.naming import Occupant
@@ -27,7 +29,10 @@ from ocrserve.pipeline.output import (
     Existing,
     add_formats,
     clean_stale_staging,
+    json_path,
+    kept_pages,
     load_existing,
+    load_output,
     staging_dir,
     unwritable,
     write_document,
@@ -152,6 +157,12 @@ class OutputTarget:
         except (OSError, ValueError):
             return None
 
+    def forget(self, *names: str) -> None:
+        """These names' outputs are planned: not asked again this run (a long run keeps no answer)."""
+        for name in names:
+            if self._known is not None:
+                self._known.pop(name, None)
+
     def occupant(self, name: str) -> Occupant | None:
         """What is under OUT/<name> (ingest/naming.py's rule): a document, with its source's path; a
         folder that is no document (it holds others); or nothing."""
@@ -222,6 +233,59 @@ class OutputTarget:
                 with fs.open(f"{self.root}/{name}/{base}{suffix}", "wb") as out:
                     out.write((here / f"{base}{suffix}").read_bytes())
         return self.location(name)
+
+    def kept_pages(
+        self, name: str, indices: Iterable[int], into: Path | None = None, *, strict: bool = True
+    ) -> tuple[dict[int, Page], dict[str, bytes]]:
+        """The pages `indices` of the finished output under `name` as they are (a rerun with the model
+        that wrote them keeps them: output.plan_document's `keep`), and their figure crops: linked or
+        copied into `into` (a local run's staging folder), else returned (path relative to the document
+        folder -> bytes: the Ray driver writes them with the document). A crop that is not there is
+        left out (logged); an output that cannot be read is an OSError, or with `strict` False no page
+        (logged: they are all converted again)."""
+        try:
+            return self._kept_pages(name, indices, into)
+        except OSError as e:
+            if strict:
+                raise
+            log.warning("%s: every page converted again (%s)", name, e)
+            return {}, {}
+
+    def _kept_pages(
+        self, name: str, indices: Iterable[int], into: Path | None
+    ) -> tuple[dict[int, Page], dict[str, bytes]]:
+        files: dict[str, bytes] = {}
+        if self.local is not None:
+            where = json_path(self.local, name)
+            pages, figures = kept_pages(load_output(self.local, name), where, indices)
+            for rel in figures:
+                src = self.local / name / rel
+                if not src.is_file():
+                    log.warning("%s: figure %s is not there", where, rel)
+                elif into is None:
+                    files[rel] = src.read_bytes()
+                else:
+                    (into / rel).parent.mkdir(parents=True, exist_ok=True)
+                    try:
+                        os.link(src, into / rel)  # the old folder goes once the new one is in place
+                    except OSError:
+                        shutil.copyfile(src, into / rel)
+            return pages, files
+        fs, url = self._remote, self._json_path(name)
+        try:
+            data = json.loads(fs.cat_file(url))
+        except (OSError, ValueError) as e:
+            raise OSError(f"{url}: {e}") from None
+        pages, figures = kept_pages(data, url, indices)
+        for rel in figures:
+            try:
+                files[rel] = fs.cat_file(f"{self.root}/{name}/{rel}")
+            except FileNotFoundError:
+                log.warning("%s: figure %s is not there", url, rel)
+        if into is not None:
+            _put_files(into, files)
+            files = {}
+        return pages, files
 
     def _upload(self, folder: Path, name: str) -> None:
         fs = self._remote

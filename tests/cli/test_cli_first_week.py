@@ -6,6 +6,7 @@ per document."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,47 @@ def test_a_rerun_redoes_the_pages_the_fallback_wrote(tmp_path, standin):
     third = cli(*args)  # complete with model pages: skipped
     assert third.returncode == 0 and "1 skipped" in third.stderr, third.stderr
     assert standin.stats()["total_requests"] == requests
+
+
+def test_a_rerun_converts_only_the_pages_the_fallback_wrote(tmp_path, standin):
+    """#29.2: a rerun with the model sends only the fallback's pages to the model; the model's pages
+    stay as the first run wrote them (blocks, account, figure crops) and every format is rendered
+    again from the whole Document."""
+    pdf = helpers.text_pdf(tmp_path / "report.pdf", pages=4, title="Report")
+    # which page image is which: the stand-in's answer for an image is headed by its sha256
+    probe = tmp_path / "probe"
+    assert cli("convert", str(pdf), "-o", str(probe), "--server", standin.url, "--format", "json").returncode == 0
+    shas = [re.search(r"Page ([0-9a-f]{12})", p["blocks"][0]["text"])[1] for p in _pages(probe, "report")]
+    standin.reset(plans={shas[1]: ["400"], shas[3]: ["400"]})  # pages 2 and 4 fail once: lite writes them
+    out = tmp_path / "out"
+    args = ("convert", str(pdf), "-o", str(out), "--server", standin.url)
+    first = cli(*args)
+    assert first.returncode == 3, first.stderr
+    before = _pages(out, "report")
+    assert [(p["status"], p["engine"]) for p in before] == [("ok", "openai"), ("fallback", "lite")] * 2
+    crops = {f: (out / "report" / f).read_bytes() for p in before[::2] for f in _figures(p)}
+    assert len(crops) == 2, before  # the model's pages have a figure each
+    requests = standin.stats()["total_requests"]
+
+    second = cli(*args)  # the server answers every page now
+    assert second.returncode == 0, second.stderr
+    assert f"redo: {pdf} (2 of 4 pages came from the fallback: only those converted again)" in second.stderr
+    assert standin.stats()["total_requests"] == requests + 2  # pages 2 and 4, not the model's 1 and 3
+    attempts = standin.stats()["attempts"]
+    assert [sum(n for sha, n in attempts.items() if sha.startswith(s)) for s in shas] == [1, 2, 1, 2]
+    after = _pages(out, "report")
+    assert [(p["status"], p["engine"]) for p in after] == [("ok", "openai")] * 4
+    assert after[0] == before[0] and after[2] == before[2]  # blocks, tokens, timings: as the first run wrote them
+    assert {f: (out / "report" / f).read_bytes() for p in after[::2] for f in _figures(p)} == crops
+    assert all((out / "report" / f).is_file() for p in after for f in _figures(p)) and len(_figures(after[1])) == 1
+    doc = json.loads((out / "report" / "report.json").read_text())
+    assert doc["metadata"]["pages_ok"] == 4 and doc["metadata"]["images"] == 4
+    md = (out / "report" / "report.md").read_text()
+    assert all(f"Page {s}" in md for s in shas) and md.count("](images/") == 4
+
+
+def _figures(page: dict) -> list[str]:
+    return [b["figure"] for b in page["blocks"] if b.get("figure")]
 
 
 def test_lite_pages_are_the_run_s_own_not_degraded(tmp_path):

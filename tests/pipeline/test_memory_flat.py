@@ -1,8 +1,11 @@
 """Memory over long runs (#29.14): what `ocrserve convert` keeps per finished document, measured with
-tracemalloc (bytes, not time) at the end of two runs of the CLI's own scheduler call with the lite
-engine, one of a few documents and one of many. It kept each Document (its pages' text and blocks: 17
-KB a one-page document, 0.8 MB a page with full-length answers) until the run ended; a finished
-document now leaves only its small DocResult (about 3 KB with its bookkeeping; 16 KB before)."""
+tracemalloc (bytes, not time) at the end of two runs of the CLI's own scheduler call, one of a few
+documents and one of many, with the lite engine and with a model server answering full-length pages
+(the stand-in, as long an answer as max_tokens allows). It kept each Document (17 KB a one-page
+document with lite, 0.8 MB a page with full-length answers) until the run ended, then each finished
+document's DocResult and bookkeeping (about 3 KB); now a run keeps counts, and names only the documents
+it lists at the end (failed, from the fallback, unsupported: the first RunSummary NAMED of each), so a
+finished document leaves nothing behind but the bounded caches every run warms."""
 
 from __future__ import annotations
 
@@ -11,10 +14,11 @@ import tracemalloc
 
 from ocrserve.cli.convert import _run
 from ocrserve.pipeline.options import ConvertOptions
+from tests.cli.support import cli
 from tests.support.helpers import text_pdf
 
 
-def _retained(files, out) -> int:
+def _retained(files, out, **options) -> int:
     """Bytes still allocated when the run is done (its run_done event), over those before it."""
     seen: dict[str, int] = {}
 
@@ -23,25 +27,57 @@ def _retained(files, out) -> int:
             gc.collect()
             seen["end"] = tracemalloc.get_traced_memory()[0]
 
-    options = ConvertOptions(output=str(out), engine="lite", render_workers=1)
     gc.collect()
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        summary = _run([str(f) for f in files], options, display)
+        summary = _run([str(f) for f in files], ConvertOptions(output=str(out), render_workers=1, **options), display)
     finally:
         tracemalloc.stop()
-    assert summary.counts() == {"ok": len(files)}, summary.results
+    assert summary.counts() == {"ok": len(files)}, summary.failed
     return seen["end"] - before
 
 
-def test_a_finished_document_leaves_little_behind(tmp_path):
+def _per_document(tmp_path, files, few: int, **options) -> float:
+    _retained(files[:2], tmp_path / "warm", **options)  # one-time caches (imports, fonts, pools) are no growth
+    small = _retained(files[:few], tmp_path / "few", **options)
+    large = _retained(files, tmp_path / "many", **options)
+    return (large - small) / (len(files) - few)
+
+
+def test_a_finished_document_leaves_nothing_behind(tmp_path):
     src = tmp_path / "in"
     src.mkdir()
     body = "lorem ipsum dolor sit amet " * 12
     files = [text_pdf(src / f"d{i:03d}.pdf", pages=1, title=f"Doc {i} {body}") for i in range(36)]
-    _retained(files[:3], tmp_path / "warm")  # one-time caches (imports, fonts, pools) are no growth
-    few = _retained(files[:6], tmp_path / "few")
-    many = _retained(files, tmp_path / "many")
-    per_doc = (many - few) / (len(files) - 6)
-    assert per_doc < 6000, f"{per_doc:.0f} bytes kept per finished document"
+    per_doc = _per_document(tmp_path, files, 6, engine="lite")
+    assert per_doc < 1000, f"{per_doc:.0f} bytes kept per finished document"  # 3135 before, 16071 at first
+
+
+def test_full_length_answers_leave_nothing_behind(tmp_path, standin):
+    """The issue's 0.8 MB a page: every page answered at full length (32,000 characters, 8,000 tokens)."""
+    standin.reset(default_plan=["huge"] * 3, huge_chars=32_000)  # each run asks for a page again
+    src = tmp_path / "in"
+    src.mkdir()
+    files = [text_pdf(src / f"d{i:03d}.pdf", pages=1, title=f"Doc {i}") for i in range(13)]
+    per_doc = _per_document(tmp_path, files, 3, server=standin.url)
+    assert standin.stats()["generation_tokens_total"] == 8_000 * (2 + 3 + 13)  # full-length pages, each once
+    assert per_doc < 1000, f"{per_doc:.0f} bytes kept per finished one-page document"
+
+
+def test_a_long_run_names_only_the_first_documents_it_lists(tmp_path):
+    """The CLI's summary keeps counts and the first NAMED failed documents (NAMED made 2 here): the
+    others are counted and said to be left unnamed; the exit code still says some failed."""
+    src = tmp_path / "in"
+    src.mkdir()
+    for i in range(5):
+        (src / f"broken{i}.pdf").write_bytes(b"%PDF-1.7\nnot a pdf")
+    text_pdf(src / "good.pdf", pages=1)
+    shim = "import ocrserve.pipeline.results as r; r.NAMED = 2"
+    r = cli("convert", str(src), "-o", str(tmp_path / "out"), "--engine", "lite", shim=shim)
+    assert r.returncode == 1, r.stderr
+    assert "6 documents: 5 failed, 1 ok;" in r.stderr
+    listed = r.stderr[r.stderr.index("5 documents failed:") :].splitlines()[1:]
+    assert [line.split(":")[0].strip() for line in listed] == [str(src / "broken0.pdf"), str(src / "broken1.pdf")] + [
+        "... and 3 more (--json-log names every document)"
+    ]

@@ -161,7 +161,8 @@ def _collect(rows, doc_names, out: Path):
 
     doc_rows = [{"doc": i, "name": n, "path": f"/in/{n}.pdf"} for i, n in enumerate(doc_names)]
     events = []
-    results = collect(
+    summary = RunSummary()
+    collect(
         _FakeDataset(rows),
         doc_rows,
         OutputTarget(out),
@@ -170,9 +171,10 @@ def _collect(rows, doc_names, out: Path):
         "chandra-1",
         ConvertOptions().resolve(),
         lambda kind, **data: events.append(kind),
-        RunSummary(),
+        summary,
+        0,
     )
-    return {r.name: r for r in results}, events
+    return {r.name: r for r in summary.results}, events
 
 
 def test_driver_keeps_a_page_once_and_reports_lost_pages(tmp_path):
