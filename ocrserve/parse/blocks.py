@@ -100,7 +100,8 @@ def parse_output(
     raw = raw if isinstance(raw, str) else ("" if raw is None else str(raw))
     page = Page(index=index, width=width, height=height, unit="px" if unit == "px" else "pt")
     tags = set(prof.allowed_tags) | {"div"}
-    attrs = set(prof.allowed_attrs) | {"data-bbox", "data-label"}
+    # + an ordered list's `start` (upstream's allow-list drops it: exercises 150-158 would read 1-9)
+    attrs = set(prof.allowed_attrs) | {"data-bbox", "data-label", "start"}
 
     stripped = raw.rstrip()
     if truncated is None:

@@ -247,3 +247,13 @@ def test_pathological_nesting_depth_bounded_and_next_block_kept():
     page = parse_output(raw)
     assert [b.label for b in page.blocks] == ["Text", "List-Group", "Text"]
     assert page.blocks[0].text == "deep" and page.blocks[2].text == "after"
+
+
+def test_an_ordered_lists_start_is_kept_on_purpose():
+    """Upstream's allow-list drops `start`: exercises 150-151 would read 1-2 (docs/fidelity.md)."""
+    from ocrserve.render.markdown import block_markdown
+
+    raw = '<div data-bbox="10 10 900 200" data-label="List-Group"><ol start="150"><li>One</li><li>Two</li></ol></div>'
+    (block,) = parse_output(raw, load_profile("chandra-2"), (1000, 1000)).blocks
+    assert 'start="150"' in block.html
+    assert block_markdown(block).strip().splitlines() == ["150. One", "151. Two"]

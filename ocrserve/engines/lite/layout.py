@@ -353,28 +353,29 @@ def _continues(p: _Para, line: Line, head: bool, bullet: bool, para_gap: float, 
 
 
 def _list_block(items: list[_Para]) -> LayoutBlock:
-    texts: list[str] = []
-    numbered: list[str | None] = []  # each item's number or letter; None: a bullet or no mark
+    """Runs of items: numbers counting up one by one are an ordered list from their first number (exercises
+    150-153: `<ol start="150">`); bullets lose their bullet; letters (a., b.) keep their marker as text."""
+    runs: list[tuple[str, list[str], int]] = []  # (tag, item texts, first number)
     for it in items:
         t = _join([l.text for l in it.lines])
-        m = _BULLET.match(t)
-        if m:
-            texts.append(t[m.end() :])
-            numbered.append(None)
+        m, n = _BULLET.match(t), _NUMBERED.match(t)
+        if not m and n and n.group(1).isdigit():
+            k = int(n.group(1))
+            if runs and runs[-1][0] == "ol" and runs[-1][2] + len(runs[-1][1]) == k:
+                runs[-1][1].append(t[n.end() :])
+            else:
+                runs.append(("ol", [t[n.end() :]], k))
             continue
-        n = _NUMBERED.match(t)
-        texts.append(t[n.end() :] if n else t)
-        numbered.append(n.group(1) if n else None)
-    box = _union([l for it in items for l in it.lines])
-    digits = [x for x in numbered if x is not None and x.isdigit()]
-    if digits and len(digits) == len(items) and [int(x) for x in digits] == list(range(1, len(items) + 1)):
-        inner = "".join(f"<li>{_esc(t)}</li>" for t in texts)
-        return LayoutBlock("List-Group", box, f"<ol>{inner}</ol>")
-    if any(x is not None for x in numbered):
-        # numbering we cannot express as <ol> (letters, not starting at 1): keep the markers
-        texts = [_join([l.text for l in it.lines]) if x is not None else t for it, t, x in zip(items, texts, numbered)]
-    inner = "".join(f"<li>{_esc(t)}</li>" for t in texts)
-    return LayoutBlock("List-Group", box, f"<ul>{inner}</ul>")
+        text = t[m.end() :] if m else t
+        if runs and runs[-1][0] == "ul":
+            runs[-1][1].append(text)
+        else:
+            runs.append(("ul", [text], 0))
+    html = ""
+    for tag, run, first in runs:
+        start = f' start="{first}"' if tag == "ol" and first != 1 else ""
+        html += f"<{tag}{start}>" + "".join(f"<li>{_esc(t)}</li>" for t in run) + f"</{tag}>"
+    return LayoutBlock("List-Group", _union([l for it in items for l in it.lines]), html)
 
 
 # ---------------------------------------------------------------- raw output
