@@ -11,7 +11,6 @@ import numpy as np
 import pypdfium2 as pdfium
 import pytest
 from PIL import Image
-from rapidfuzz import fuzz
 from typer.testing import CliRunner
 
 from ocrserve import Document, Source, load_profile, parse_output, render_markdown
@@ -19,11 +18,9 @@ from ocrserve.engines import create_engine
 from ocrserve.engines.base import PageInput
 from ocrserve.engines.lite.engine import LiteEngine, lite_raw_for
 from tests.support import sample as make_sample
+from tests.support.lite import PROFILE, T, check_page1, check_page2, image_page_input, pdf_page_input
 
 ROOT = Path(__file__).resolve().parents[2]
-T = make_sample.SAMPLE_TEXT
-
-PROFILE = load_profile("chandra-1")
 
 
 # ---------------------------------------------------------------- documents
@@ -55,32 +52,6 @@ def engine():
     eng.close()
 
 
-def pdf_page_input(path: Path, index: int, profile=PROFILE) -> PageInput:
-    doc = pdfium.PdfDocument(str(path))
-    page = doc[index]
-    w, h = page.get_size()
-    scale = max(profile.pdf_dpi / 72, profile.min_short_side / min(w, h))
-    img = page.render(scale=scale).to_pil().convert("RGB")
-    doc.close()
-    return PageInput(
-        doc_id=path.stem, index=index, image=img, width=w, height=h, unit="pt", source_path=str(path), source_type="pdf"
-    )
-
-
-def image_page_input(path: Path) -> PageInput:
-    img = Image.open(path).convert("RGB")
-    return PageInput(
-        doc_id=path.stem,
-        index=0,
-        image=img,
-        width=img.width,
-        height=img.height,
-        unit="px",
-        source_path=str(path),
-        source_type=path.suffix.lstrip(".").lower(),
-    )
-
-
 async def convert_pages(engine, pages: list[PageInput], profile=PROFILE) -> tuple[Document, list]:
     out, results = [], []
     for p in pages:
@@ -92,53 +63,6 @@ async def convert_pages(engine, pages: list[PageInput], profile=PROFILE) -> tupl
         source=Source(path=pages[0].source_path or "x", type=pages[0].source_type, page_count=len(pages)), pages=out
     )
     return doc, results
-
-
-# ---------------------------------------------------------------- checks
-
-
-def _pos(md: str, text: str) -> int:
-    """Where `text` best matches in `md` (fuzzy), asserting the match is good."""
-    al = fuzz.partial_ratio_alignment(text, md)
-    assert al is not None and al.score >= 90, f"{text!r} not found in Markdown (score {al and al.score})"
-    return al.dest_start
-
-
-def _heading(md: str, text: str, exact: bool) -> None:
-    heads = [ln.lstrip("#").strip() for ln in md.splitlines() if re.match(r"#{1,6} ", ln)]
-    if exact:
-        assert text in heads, f"{text!r} is not a heading: {heads}"
-    else:
-        assert any(fuzz.ratio(text, h) >= 90 for h in heads), f"{text!r} is not a heading: {heads}"
-
-
-def check_page1(md: str, exact: bool) -> None:
-    for t in [T["intro"], *T["left"], *T["right"]]:
-        if exact:
-            assert t in md
-        _pos(md, t)
-    _heading(md, T["title"], exact)
-    _heading(md, T["h_methods"], exact)
-    assert re.search(r"^# ", md, re.M), "the title is a level-1 heading"
-    # reading order: title, intro, left column (both paragraphs), then right column
-    order = [T["title"], T["intro"], *T["left"], *T["right"]]
-    positions = [_pos(md, t) for t in order]
-    assert positions == sorted(positions), f"reading order wrong: {positions}"
-    # the running header and the page number are page furniture, not body text
-    assert T["header"] not in md and "Page 1" not in md
-
-
-def check_page2(md: str, exact: bool) -> None:
-    _heading(md, T["h_results"], exact)
-    _heading(md, T["h_next"], exact)
-    for row in T["table"]:
-        cells = [c.strip() for c in md.splitlines() if c.startswith("|") for c in c.strip("|").split("|")]
-        for cell in row:
-            assert any(fuzz.ratio(cell, c) >= 90 for c in cells), f"table cell {cell!r} missing: {cells}"
-    for item in T["list"]:
-        _pos(md, item)
-    positions = [_pos(md, t) for t in (T["h_results"], T["h_next"], T["list"][0], T["outro_left"], T["outro_right"])]
-    assert positions == sorted(positions), f"reading order wrong: {positions}"
 
 
 # ---------------------------------------------------------------- born-digital

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.engines.test_lite_layout import _md
+from tests.support.helpers import letter_canvas
+from tests.support.lite import text_layer_markdown
 
 CODE = [
     "def load(path):",
@@ -24,12 +25,10 @@ CODE = [
 def _code_pdf(path: Path, font: str) -> Path:
     from reportlab.pdfbase import pdfmetrics
     from reportlab.pdfbase.ttfonts import TTFont
-    from reportlab.pdfgen import canvas
 
     if font == "DejaVuSansMono":
         pdfmetrics.registerFont(TTFont(font, "/usr/share/fonts/truetype/dejavu/DejaVuSansMono.ttf"))
-    c = canvas.Canvas(str(path), pagesize=(612, 792))
-    c.setFont("Helvetica", 11)
+    c = letter_canvas(path)
     c.drawString(72, 720, "The loader reads each record and keeps the valid ones, as below:")
     c.setFont(font, 10)
     y = 695.0
@@ -45,17 +44,14 @@ def _code_pdf(path: Path, font: str) -> Path:
 
 @pytest.mark.parametrize("font", ["Courier", "DejaVuSansMono"])
 def test_monospaced_lines_are_a_code_block(tmp_path, font):
-    md = _md(_code_pdf(tmp_path / "code.pdf", font))[0]
+    md = text_layer_markdown(_code_pdf(tmp_path / "code.pdf", font))[0]
     assert "```\n" + "\n".join(CODE) + "\n```" in md, md
     assert md.startswith("The loader reads") and "Empty lines are skipped" in md
 
 
 def test_a_typewritten_page_is_text(tmp_path):
-    from reportlab.pdfgen import canvas
-
     path = tmp_path / "typed.pdf"
-    c = canvas.Canvas(str(path), pagesize=(612, 792))
-    c.setFont("Courier", 11)
+    c = letter_canvas(path, "Courier")
     lines = [
         "Dear Sir, I write to thank you for the kind letter of",
         "the tenth, which reached me yesterday at the farm.",
@@ -63,5 +59,5 @@ def test_a_typewritten_page_is_text(tmp_path):
     for k, ln in enumerate(lines):
         c.drawString(72, 720 - 14 * k, ln)
     c.save()
-    md = _md(path)[0]
+    md = text_layer_markdown(path)[0]
     assert "```" not in md and "Dear Sir" in md

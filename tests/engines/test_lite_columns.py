@@ -12,13 +12,11 @@ import pypdfium2 as pdfium
 import pytest
 from PIL import Image
 
-from ocrserve import Document, Source, load_profile, parse_output, render_markdown
 from ocrserve.engines.lite.columns import split_columns
-from ocrserve.engines.lite.engine import lite_raw_for
 from ocrserve.engines.lite.rapid import ocr_lines
-from tests.engines.test_lite import image_page_input, pdf_page_input
+from tests.support.helpers import letter_canvas
+from tests.support.lite import image_page_input, page_markdown, pdf_page_input
 
-PROFILE = load_profile("chandra-1")
 LEFT = (
     "Sediment moves through the delta in pulses that follow the seasonal floods of the river. "
     "Engineers measure the depth of each channel and the speed of the water at fixed stations. "
@@ -46,10 +44,8 @@ def _justify(c, x: float, y: float, line: str, width: float, last: bool) -> None
 def two_columns(path: Path, gutter: float = 10, colw: float = 250, columns: int = 2) -> Path:
     """A title, then LEFT (opening with a drop cap over three lines) and RIGHT in justified columns."""
     from reportlab.lib.utils import simpleSplit
-    from reportlab.pdfgen import canvas
 
-    c = canvas.Canvas(str(path), pagesize=(612, 792))
-    c.setFont("Helvetica-Bold", 18)
+    c = letter_canvas(path, "Helvetica-Bold", 18)
     c.drawString(50, 740, "The Changing Delta")
     texts = [LEFT, RIGHT] if columns == 2 else [LEFT + RIGHT]
     width = colw if columns == 2 else 2 * colw + gutter
@@ -91,12 +87,6 @@ def docs(tmp_path_factory) -> dict[str, Path]:
     return {"pdf": pdf, "png": scan(pdf, d / "two.png"), "one": scan(one, d / "one.png")}
 
 
-def _md(page) -> str:
-    parsed = parse_output(lite_raw_for(page, PROFILE), PROFILE, (page.width, page.height), index=0, unit=page.unit)
-    doc = Document(source=Source(path=page.source_path or "x", type=page.source_type, page_count=1), pages=[parsed])
-    return render_markdown(doc)
-
-
 def _words(text: str) -> list[str]:
     return [w.strip(".,") for w in text.split() if w.strip(".,")]
 
@@ -105,7 +95,7 @@ def _words(text: str) -> list[str]:
 def test_two_columns_read_column_by_column(docs, kind):
     """The whole left column, then the whole right column; the drop cap is the first letter of its line."""
     page = pdf_page_input(docs[kind], 0) if kind == "pdf" else image_page_input(docs[kind])
-    md = _md(page)
+    md, _ = page_markdown(page)
     assert "# S\n" not in md and "\nediment" not in md
     body = _words(md.split("The Changing Delta", 1)[1])
     expected = _words(LEFT) + _words(RIGHT)

@@ -13,7 +13,8 @@ from PIL import Image
 
 from ocrserve import load_profile, parse_output
 from ocrserve.engines.lite.engine import lite_raw_for
-from tests.engines.test_lite import image_page_input, pdf_page_input
+from tests.support.helpers import letter_canvas
+from tests.support.lite import image_page_input, pdf_page_input
 
 PROFILE = load_profile("chandra-1")
 BODY = [
@@ -28,9 +29,7 @@ ITEMS = ["Apples", "Pears", "Plums", "Cherries", "Quinces", "Medlars", "Damsons"
 
 
 def chart_pdf(path: Path) -> Path:
-    from reportlab.pdfgen import canvas
-
-    c = canvas.Canvas(str(path), pagesize=(612, 792))
+    c = letter_canvas(path)
 
     def body(y: float) -> None:
         c.setFont("Helvetica", 11)
@@ -59,10 +58,7 @@ def chart_pdf(path: Path) -> Path:
 
 
 def list_pdf(path: Path) -> Path:
-    from reportlab.pdfgen import canvas
-
-    c = canvas.Canvas(str(path), pagesize=(612, 792))
-    c.setFont("Helvetica", 11)
+    c = letter_canvas(path)
     c.drawString(72, 720, "The orchard grows these fruits, each in its own row of trees:")
     for k, item in enumerate(ITEMS):
         c.drawString(90, 700 - 15 * k, item)

@@ -10,55 +10,13 @@ import pypdfium2 as pdfium
 import pytest
 from PIL import Image
 
-from ocrserve import Document, Source, load_profile, parse_output, render_markdown
+from ocrserve import Document, Source, parse_output, render_markdown
 from ocrserve.engines.base import PageInput
 from ocrserve.engines.lite.engine import lite_raw_for
 from ocrserve.engines.lite.layout import build_blocks
 from ocrserve.ingest.pdf.textlayer import analyze_page
-
-PROFILE = load_profile("chandra-1")
-W, H = 612, 792
-
-BODY = [
-    "Sediment moves through the delta in pulses that follow the seasonal floods of the river.",
-    "Engineers measure the depth of each channel and the speed of the water at fixed stations.",
-    "The survey team repeated the soundings every spring and compared them with older maps.",
-    "Most of the silt settles near the mouth where the current slows down and spreads out.",
-]
-
-
-def _canvas(path: Path, size=(W, H)):
-    from reportlab.pdfgen import canvas
-
-    return canvas.Canvas(str(path), pagesize=size)
-
-
-def _paragraph(c, lines: list[str], x: float = 72, y: float = 700, size: float = 11, lead: float = 15) -> float:
-    c.setFont("Helvetica", size)
-    for ln in lines:
-        c.drawString(x, y, ln)
-        y -= lead
-    return y
-
-
-def _raw(path: Path, index: int = 0) -> str:
-    page = PageInput(
-        doc_id=path.stem,
-        index=index,
-        image=Image.new("RGB", (8, 8), "white"),
-        width=W,
-        height=H,
-        source_path=str(path),
-        source_type="pdf",
-    )
-    return lite_raw_for(page, PROFILE)
-
-
-def _md(path: Path, index: int = 0) -> tuple[str, object]:
-    raw = _raw(path, index)
-    page = parse_output(raw, PROFILE, (W, H), index=index)
-    md = render_markdown(Document(source=Source(path=str(path), type="pdf", page_count=1), pages=[page]))
-    return md, page
+from tests.support.helpers import letter_canvas
+from tests.support.lite import BODY, PROFILE, H, W, image_page_input, page_markdown, paragraph, text_layer_markdown
 
 
 def _labels(page) -> dict[str, list[str]]:
@@ -75,9 +33,9 @@ def test_page_with_rotate_90_reads_in_whole_lines(tmp_path):
     """/Rotate 90 over landscape content (reportlab sets the page size as displayed): the displayed
     page is portrait and its text runs downwards; it is turned back upright (the landscape page)."""
     path = tmp_path / "rot.pdf"
-    c = _canvas(path)
+    c = letter_canvas(path)
     c.setPageRotation(90)
-    _paragraph(c, BODY, y=520)
+    paragraph(c, BODY, y=520)
     c.showPage()
     c.save()
     doc = pdfium.PdfDocument(str(path))
@@ -86,15 +44,15 @@ def test_page_with_rotate_90_reads_in_whole_lines(tmp_path):
     doc.close()
     assert report.rotation == 90 and report.width > report.height  # the landscape page, upright
     assert [l.text for l in sorted(report.lines, key=lambda l: l.y0)] == BODY
-    md, _ = _md(path)
+    md, _ = text_layer_markdown(path)
     assert " ".join(BODY) in md
 
 
 def test_vertical_margin_watermark_is_kept_out_of_the_flow(tmp_path):
     path = tmp_path / "mark.pdf"
     mark = "Downloaded from example.org on 1 May 2024 by a reader"
-    c = _canvas(path)
-    _paragraph(c, BODY)
+    c = letter_canvas(path)
+    paragraph(c, BODY)
     c.saveState()
     c.translate(30, 200)
     c.rotate(90)
@@ -103,7 +61,7 @@ def test_vertical_margin_watermark_is_kept_out_of_the_flow(tmp_path):
     c.restoreState()
     c.showPage()
     c.save()
-    md, page = _md(path)
+    md, page = text_layer_markdown(path)
     assert " ".join(BODY) in md
     assert "Downloaded" not in md and "\nD\n" not in md
     headers = _labels(page).get("Page-Header", [])
@@ -115,8 +73,7 @@ def test_vertical_margin_watermark_is_kept_out_of_the_flow(tmp_path):
 
 def test_table_with_header_row_and_multi_line_cells(tmp_path):
     path = tmp_path / "table.pdf"
-    c = _canvas(path)
-    c.setFont("Helvetica", 11)
+    c = letter_canvas(path)
     c.drawString(72, 740, "The controls below were checked during the audit of the plant.")
     cols = [72, 250, 420]
     y = 700
@@ -139,7 +96,7 @@ def test_table_with_header_row_and_multi_line_cells(tmp_path):
         y -= 12 * depth + 10
     c.showPage()
     c.save()
-    _, page = _md(path)
+    _, page = text_layer_markdown(path)
     tables = _labels(page).get("Table", [])
     assert len(tables) == 1
     html = tables[0]
@@ -153,7 +110,7 @@ def test_table_with_header_row_and_multi_line_cells(tmp_path):
 
 def test_slanted_column_heads_become_the_header_row(tmp_path):
     path = tmp_path / "slant.pdf"
-    c = _canvas(path)
+    c = letter_canvas(path)
     cols = [220, 270, 320]
     heads = ["Completion", "Procedure", "Knowledge"]
     for x, t in zip(cols, heads):
@@ -171,7 +128,7 @@ def test_slanted_column_heads_become_the_header_row(tmp_path):
             c.drawString(x, y, f"0.{i}{k}")
     c.showPage()
     c.save()
-    _, page = _md(path)
+    _, page = text_layer_markdown(path)
     html = _labels(page)["Table"][0]
     assert "<th>Completion</th><th>Procedure</th><th>Knowledge</th>" in html
     assert "<td>Clustering</td><td>0.00</td><td>0.01</td><td>0.02</td>" in html
@@ -181,17 +138,17 @@ def test_slanted_column_heads_become_the_header_row(tmp_path):
 
 
 def _report_pages(path: Path, pages: int = 4) -> None:
-    c = _canvas(path)
+    c = letter_canvas(path)
     for p in range(pages):
         c.setFont("Helvetica", 11)
         # set at the top like body text, no gap: only the other pages show it is a running head
         c.drawString(72, 700, "Delta Survey Quarterly Review, issue four")
         opening = ["Spring", "Summer", "Autumn", "Winter"][p % 4]
         body = BODY[p % 4 :] + BODY[: p % 4]  # each page its own text
-        _paragraph(c, [f"{opening} brings its own changes to the channels of the river."] + body, y=685)
+        paragraph(c, [f"{opening} brings its own changes to the channels of the river."] + body, y=685)
         c.setFont("Helvetica", 9)
         c.drawString(72, 100, f"Confidential draft, section {p + 1} of {pages}")
-        _paragraph(c, ["The last body line sits right above the footer of this page."], y=112)
+        paragraph(c, ["The last body line sits right above the footer of this page."], y=112)
         c.showPage()
     c.save()
 
@@ -200,7 +157,7 @@ def test_running_header_and_footer_found_across_pages(tmp_path):
     path = tmp_path / "report.pdf"
     _report_pages(path)
     for index in range(4):
-        md, page = _md(path, index)
+        md, page = text_layer_markdown(path, index)
         labels = _labels(page)
         assert any("Quarterly Review" in h for h in labels.get("Page-Header", [])), labels
         assert any("Confidential draft" in h for h in labels.get("Page-Footer", [])), labels
@@ -224,8 +181,8 @@ def test_running_lines_need_the_other_pages(tmp_path):
 
 def test_hyphenated_line_ends_are_joined(tmp_path):
     path = tmp_path / "hyph.pdf"
-    c = _canvas(path)
-    _paragraph(
+    c = letter_canvas(path)
+    paragraph(
         c,
         [
             "The council voted for the replace-",
@@ -235,7 +192,7 @@ def test_hyphenated_line_ends_are_joined(tmp_path):
     )
     c.showPage()
     c.save()
-    md, _ = _md(path)
+    md, _ = text_layer_markdown(path)
     assert "the replacement of the old bridge over the river before the winter floods arrive." in md
 
 
@@ -244,8 +201,7 @@ def test_spacing_accents_are_composed(tmp_path):
     from reportlab.pdfbase.pdfmetrics import stringWidth
 
     path = tmp_path / "accent.pdf"
-    c = _canvas(path)
-    c.setFont("Helvetica", 12)
+    c = letter_canvas(path, size=12)
     x, y = 72, 700
     c.drawString(x, y, "We thank J")
     x += stringWidth("We thank J", "Helvetica", 12)
@@ -253,10 +209,10 @@ def test_spacing_accents_are_composed(tmp_path):
     aw = stringWidth("a", "Helvetica", 12)
     c.drawString(x + (aw - stringWidth("\u00b4", "Helvetica", 12)) / 2, y + 1, "\u00b4")
     c.drawString(x + aw, y, "n for his help.")
-    _paragraph(c, BODY, y=670)
+    paragraph(c, BODY, y=670)
     c.showPage()
     c.save()
-    md, _ = _md(path)
+    md, _ = text_layer_markdown(path)
     assert "We thank J\u00e1n for his help." in md
     assert "\u00b4" not in md
 
@@ -279,8 +235,7 @@ def test_two_columns_are_read_column_by_column(tmp_path):
         "And the right side has a",
         "second paragraph too.",
     ]
-    c = _canvas(path)
-    c.setFont("Helvetica", 11)
+    c = letter_canvas(path)
     for col, x in ((left, 72), (right, 330)):
         y = 700
         for ln in col:
@@ -289,7 +244,7 @@ def test_two_columns_are_read_column_by_column(tmp_path):
             y -= 15
     c.showPage()
     c.save()
-    md, _ = _md(path)
+    md, _ = text_layer_markdown(path)
     assert md.index("Left column starts") < md.index("also on the left side.") < md.index("Right column text")
     assert "Left column starts here and it keeps going with its first paragraph of plain text." in md
     assert "Right column text begins with another paragraph that then reads on in the same way." in md
@@ -298,35 +253,35 @@ def test_two_columns_are_read_column_by_column(tmp_path):
 @pytest.mark.parametrize("rot", [180, 270])
 def test_other_turns_read_upright(tmp_path, rot):
     path = tmp_path / f"rot{rot}.pdf"
-    c = _canvas(path)
+    c = letter_canvas(path)
     c.setPageRotation(rot)
-    _paragraph(c, BODY, y=520)
+    paragraph(c, BODY, y=520)
     c.showPage()
     c.save()
-    md, _ = _md(path)
+    md, _ = text_layer_markdown(path)
     assert " ".join(BODY) in md
 
 
 def test_page_of_slanted_text_stays_in_the_flow(tmp_path):
     """Text that is mostly slanted (no quarter turn rights it) is the page's content, not margin text."""
     path = tmp_path / "slanted.pdf"
-    c = _canvas(path)
+    c = letter_canvas(path)
     c.saveState()
     c.translate(100, 200)
     c.rotate(30)
-    _paragraph(c, BODY[:2], x=0, y=0)
+    paragraph(c, BODY[:2], x=0, y=0)
     c.restoreState()
     c.showPage()
     c.save()
-    md, _ = _md(path)
+    md, _ = text_layer_markdown(path)
     assert BODY[0] in md and BODY[1] in md
 
 
 def _big_text_pdf(path: Path, rotate: int = 0) -> None:
-    c = _canvas(path)
+    c = letter_canvas(path)
     if rotate:
         c.setPageRotation(rotate)
-    _paragraph(c, BODY[:3], y=520 if rotate else 700, size=14, lead=22)
+    paragraph(c, BODY[:3], y=520 if rotate else 700, size=14, lead=22)
     c.showPage()
     c.save()
 
@@ -357,19 +312,7 @@ def test_sideways_scan_is_turned_upright(tmp_path):
     doc.close()
     png = tmp_path / "sideways.png"
     img.save(png)
-    page = PageInput(
-        doc_id="s",
-        index=0,
-        image=img,
-        width=img.width,
-        height=img.height,
-        unit="px",
-        source_path=str(png),
-        source_type="png",
-    )
-    raw = lite_raw_for(page, PROFILE)
-    parsed = parse_output(raw, PROFILE, (img.width, img.height), index=0)
-    md = render_markdown(Document(source=Source(path=str(png), type="png", page_count=1), pages=[parsed]))
+    md, _ = page_markdown(image_page_input(png))
     assert fuzz.partial_ratio(" ".join(BODY[:3]), md) >= 85, md
 
 

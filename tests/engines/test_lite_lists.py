@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from reportlab.pdfbase import pdfmetrics
 from reportlab.pdfbase.ttfonts import TTFont
-from reportlab.pdfgen import canvas
 
 from ocrserve.engines.lite.marks import join_markers, section_heading, section_level
 from ocrserve.ingest.pdf.textlayer import Line
-from tests.engines.test_lite_rtl import _markdown
+from tests.support.helpers import letter_canvas
+from tests.support.lite import pdf_markdown
 
 FONT = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
 WORDS = (
@@ -38,7 +38,7 @@ def build_handbook(path: Path, text_dx: float) -> dict[str, list[str]]:
     def sentence(n: int) -> str:
         return " ".join(rng.choice(WORDS) for _ in range(n)).capitalize() + "."
 
-    c = canvas.Canvas(str(path), pagesize=(612, 792))
+    c = letter_canvas(path)
     for pg in range(3):
         y = 740.0
 
@@ -96,7 +96,7 @@ def build_handbook(path: Path, text_dx: float) -> dict[str, list[str]]:
 def test_large_bullets_make_list_items_and_numbered_headings_stand_alone(tmp_path, text_dx):
     path = tmp_path / "handbook.pdf"
     want = build_handbook(path, text_dx)
-    md = "\n\n".join(_markdown(path, page) for page in range(3))
+    md = "\n\n".join(pdf_markdown(path, page) for page in range(3))
     lines = md.splitlines()
     heads = [ln for ln in lines if ln.startswith("#")]
     assert not [h for h in heads if not re.search(r"[A-Za-z]{3}", h)], heads  # no "### •"

@@ -10,8 +10,9 @@ import pypdfium2 as pdfium
 import pytest
 
 from ocrserve.ingest.pdf import textlayer
-from tests.engines.test_lite_layout import BODY, _canvas, _paragraph
-from tests.engines.test_lite_rtl import FONT, build_rtl_pdf
+from tests.support.helpers import letter_canvas
+from tests.support.lite import BODY, paragraph
+from tests.support.rtl import FONT, build_rtl_pdf
 
 
 @pytest.fixture
@@ -41,7 +42,7 @@ def test_rtl_layer_with_unmapped_glyphs_is_kept(tmp_path, unmapped):
 
 
 def test_latin_layer_as_poor_goes_to_ocr(tmp_path, unmapped):
-    c = _canvas(tmp_path / "latin.pdf")
-    _paragraph(c, BODY * 3)
+    c = letter_canvas(tmp_path / "latin.pdf")
+    paragraph(c, BODY * 3)
     c.save()
     assert _verdict(tmp_path / "latin.pdf")[0] == "ocr_page"

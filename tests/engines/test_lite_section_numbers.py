@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.engines.test_lite_layout import _md
+from tests.support.helpers import letter_canvas
+from tests.support.lite import text_layer_markdown
 
 BODY = [
     "The kernel now offers a way to define commands with optional arguments in any position,",
@@ -16,9 +17,7 @@ BODY = [
 
 
 def _pdf(path: Path) -> Path:
-    from reportlab.pdfgen import canvas
-
-    c = canvas.Canvas(str(path), pagesize=(612, 792))
+    c = letter_canvas(path)
     y = 720.0
     for number, title, size in (("1", "Introduction", 14), ("2.1", "Overview", 12)):
         c.setFont("Helvetica-Bold", size)
@@ -40,6 +39,6 @@ def _pdf(path: Path) -> Path:
 
 
 def test_section_number_joins_its_title(tmp_path):
-    md = _md(_pdf(tmp_path / "guide.pdf"))[0]
+    md = text_layer_markdown(_pdf(tmp_path / "guide.pdf"))[0]
     heads = [l.lstrip("#").strip() for l in md.splitlines() if l.startswith("#")]
     assert heads == ["1 Introduction", "2.1 Overview"], md

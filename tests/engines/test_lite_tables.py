@@ -15,7 +15,8 @@ from PIL import Image, ImageDraw, ImageFont
 from ocrserve import load_profile, parse_output
 from ocrserve.engines.lite.engine import lite_raw_for
 from ocrserve.engines.lite.rapid import DET_SHORT_SIDE, _fit, ocr_lines
-from tests.engines.test_lite import image_page_input, pdf_page_input
+from tests.support.helpers import letter_canvas
+from tests.support.lite import image_page_input, pdf_page_input
 
 PROFILE = load_profile("chandra-1")
 SANS = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf"
@@ -103,10 +104,7 @@ def test_table_image_keeps_narrow_columns_and_header(tmp_path, rules):
 
 
 def _beside_pdf(path: Path) -> Path:
-    from reportlab.pdfgen import canvas
-
-    c = canvas.Canvas(str(path), pagesize=(612, 792))
-    c.setFont("Helvetica", 10)
+    c = letter_canvas(path, size=10)
     y = 700
     for ln in BODY * 2:
         c.drawString(50, y, ln)
@@ -125,10 +123,7 @@ def _beside_pdf(path: Path) -> Path:
 
 
 def _continued_pdf(path: Path) -> Path:
-    from reportlab.pdfgen import canvas
-
-    c = canvas.Canvas(str(path), pagesize=(612, 792))
-    c.setFont("Helvetica", 11)
+    c = letter_canvas(path)
     c.drawString(72, 740, "Annual figures for the delta stations are listed below.")
     c.setFont("Helvetica-Bold", 10)
     for x, t in zip([72, 200, 300, 400], ["Name", "Depth", "Flow", "Change"]):

@@ -12,14 +12,9 @@ import pypdfium2 as pdfium
 import pytest
 from PIL import Image
 
-from ocrserve import Document, Source, load_profile, parse_output, render_markdown
-from ocrserve.engines.lite.engine import lite_raw_for, page_raw
-from tests.engines.test_lite import check_page1, image_page_input, pdf_page_input
-from tests.engines.test_lite_rtl import word_f1
+from ocrserve.engines.lite.engine import page_raw
 from tests.support import sample as make_sample
-
-PROFILE = load_profile("chandra-1")
-T = make_sample.SAMPLE_TEXT
+from tests.support.lite import T, check_page1, image_page_input, page_markdown, pdf_page_input, word_f1
 
 
 @pytest.fixture(scope="module")
@@ -38,16 +33,11 @@ def scans(tmp_path_factory) -> dict[str, Path]:
     return {"pdf": pdf, "png": d / "upside.png", "scanned": d / "upside.pdf", "upright": d / "upright.png"}
 
 
-def _md(page) -> tuple[str, list]:
-    parsed = parse_output(lite_raw_for(page), PROFILE, (page.width, page.height), index=0, unit=page.unit)
-    doc = Document(source=Source(path=page.source_path or "x", type=page.source_type, page_count=1), pages=[parsed])
-    return render_markdown(doc), parsed.blocks
-
-
 @pytest.mark.parametrize("kind", ["png", "scanned"])
 def test_upside_down_scan_reads_upright(scans, kind):
     page = image_page_input(scans["png"]) if kind == "png" else pdf_page_input(scans["scanned"], 0)
-    md, blocks = _md(page)
+    md, parsed = page_markdown(page)
+    blocks = parsed.blocks
     want = "\n".join([T["title"], T["intro"], *T["left"], *T["right"]])
     assert word_f1(md, want) >= 0.9, md
     check_page1(md, exact=False)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 
 import pytest
@@ -16,8 +15,7 @@ from ocrserve.ingest.sniff import sniff_file
 from tests.cli.support import cli
 from tests.support import office as make
 from tests.support.helpers import pid_gone, text_pdf
-
-SOFFICE = shutil.which("soffice") or shutil.which("libreoffice")
+from tests.support.office import SOFFICE
 
 
 @pytest.fixture

@@ -28,6 +28,15 @@ def text_pdf(path: Path, pages: int = 3, size=(612, 792), title: str = "Doc") ->
     return path
 
 
+def letter_canvas(path: Path, font: str = "Helvetica", size: float = 11):
+    """A reportlab canvas for a US Letter page (612 x 792 pt) written to `path`, its font set."""
+    from reportlab.pdfgen import canvas
+
+    c = canvas.Canvas(str(path), pagesize=(612, 792))
+    c.setFont(font, size)
+    return c
+
+
 def text_pdfs(folder: Path, *names: str, pages: int = 1) -> Path:
     """`folder` (made) holding a text PDF of `pages` pages for each name."""
     folder.mkdir(parents=True, exist_ok=True)

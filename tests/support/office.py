@@ -3,8 +3,11 @@ ODT, RTF and HTML file, a corrupt DOCX and an encrypted one (an OLE container ho
 
 from __future__ import annotations
 
+import shutil
 import zipfile
 from pathlib import Path
+
+SOFFICE = shutil.which("soffice") or shutil.which("libreoffice")  # LibreOffice's command, None without it
 
 
 def docx(path: Path, heading: str = "Contract Alpha", text: str = "The tenant pays the rent monthly.") -> Path:
