@@ -36,7 +36,8 @@ def test_thin_strips_with_lite(tmp_path, monkeypatch):
     assert done["band"]["status"] == "ok"
     for name, size in (("wide", "10000x10"), ("tall", "10x10000")):
         assert done[name]["status"] == "failed"
-        assert f"image {size} px is too elongated to read (sides 1000:1; OCR reads images up to 200:1)" in (
-            done[name]["error"]
+        assert (
+            f"image {size} px is too elongated to read (sides 1000:1; OCR reads images up to 200:1)"
+            in (done[name]["error"])
         )
     assert (out / "band" / "band.json").is_file()
