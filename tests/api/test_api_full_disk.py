@@ -96,8 +96,10 @@ def test_a_full_data_disk(standin: StandIn, tmp_path: Path) -> None:
         # a job whose own upload filled the disk while it ran: its result cannot be written, and it
         # ends failed with the reason (what it held freed first, so that its end can be recorded)
         standin.control(delay_s=3.0)
+        asked = standin.stats()["total_requests"]
         job = c.post("/v1/jobs", files={"file": ("a.pdf", pdf.read_bytes())}).json()["id"]
-        until(lambda: c.get(f"/v1/jobs/{job}").json()["status"] == "running", "the job running", timeout=30)
+        # the page is with the model (3 s): the disk fills while the job runs, before its result is written
+        until(lambda: standin.stats()["total_requests"] > asked, "the job's page sent to the model", timeout=60)
         (data / "jobs" / job / "input" / "ballast").write_bytes(b"x")
         end = wait_job(c, job, timeout=40)
         assert end["status"] == "failed", end
