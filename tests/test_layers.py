@@ -88,3 +88,15 @@ def test_no_module_over_400_lines():
         if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400
     }
     assert not long, long
+
+
+def test_no_python_file_over_400_lines_in_the_package_bench_or_tests():
+    # issue #27: "no file over 400 lines", the bench scripts and the tests too
+    root = PKG.parent
+    long = {
+        str(p.relative_to(root)): n
+        for folder in ("ocrserve", "bench", "tests")
+        for p in (root / folder).rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400
+    }
+    assert not long, long
