@@ -15,9 +15,15 @@ verb=$1 res=$2
 shift 2
 case $verb in
   start)
+    # The sweep runs from its own copy of the code (ocrserve/, bench/: the spec's relative paths), not from
+    # here: the device tool replaces this working tree on its next call, and a process whose working
+    # directory was removed fails at its first os.getcwd() (`FileNotFoundError: [Errno 2]`, no file
+    # named), as the `ocrserve bench` modes did on the 2026-12-04 run.
     mkdir -p "$res"
-    setsid nohup bash -c 'python3 -m ocrserve bench sweep "$@" > "$0/sweep.log" 2>&1; echo $? > "$0/rc"' "$res" "$@" \
-      > /dev/null 2>&1 < /dev/null &
+    res=$(cd "$res" && pwd)
+    rm -rf "$res/src" && mkdir -p "$res/src" && cp -r ocrserve bench "$res/src/"
+    (cd "$res/src" && setsid nohup bash -c 'python3 -m ocrserve bench sweep "$@" > "$0/sweep.log" 2>&1; echo $? > "$0/rc"' "$res" "$@" \
+      > /dev/null 2>&1 < /dev/null &)
     echo "started in the background: $res/sweep.log"
     ;;
   wait)
