@@ -40,6 +40,7 @@ def fetch(root: Path, sources: list[dict]) -> list[dict]:
                 if not unpacked.exists():
                     _run(["apt-get", "download", pkg], pkgs)
                     deb = next(pkgs.glob(f"{pkg}_*.deb"))
+                    unpacked.parent.mkdir(parents=True, exist_ok=True)  # dpkg-deb -x makes only the last level
                     _run(["dpkg-deb", "-x", str(deb), str(unpacked)], pkgs)
                 dest.write_bytes((unpacked / path.lstrip("/")).read_bytes())
             elif scheme == "pip":
