@@ -30,6 +30,7 @@ from PIL import Image, ImageOps
 
 from ocrserve.imagesize import MAX_ASPECT, Budget, client_fit_size, image_upscale_size, pdf_scale
 from ocrserve.ingest import office
+from ocrserve.ingest.pdf.bitmap import white_bitmap
 from ocrserve.ingest.pdf.document import DocumentError, open_pdf
 from ocrserve.ingest.pdf.document import forget as forget  # re-exported: callers close a finished document here
 from ocrserve.ingest.sniff import describe_unknown, sniff_file
@@ -144,6 +145,9 @@ def _flatten(page) -> None:
     pdfium_c.FPDFPage_Flatten(page.raw, pdfium_c.FLAT_NORMALDISPLAY)
 
 
+bitmap_maker = white_bitmap  # the page's bitmap (the bench puts pypdfium2's own back to compare)
+
+
 def pdf_page_pixels(
     path: str, index: int, budget: Budget, password: str | None = None
 ) -> tuple[np.ndarray, float, float]:
@@ -162,9 +166,15 @@ def pdf_page_pixels(
         _flatten(page)
         page.close()
         page = doc[index]  # pdfium shows a flattened page's new content only once it is loaded again
-        # pypdfium2's default bitmap: a packed buffer Python allocates, kept alive by the array below (pdfium's
-        # own buffer renders no faster: bench/results/png-render-micro/)
-        bitmap = page.render(scale=pdf_scale(w, h, budget), may_draw_forms=True, draw_annots=True, rev_byteorder=True)
+        # a packed buffer Python allocates, kept alive by the array below (pdfium's own buffer renders no faster:
+        # bench/results/png-render-micro/), made white by numpy rather than by pdfium's fill (pdf/bitmap.py)
+        bitmap = page.render(
+            scale=pdf_scale(w, h, budget),
+            may_draw_forms=True,
+            draw_annots=True,
+            rev_byteorder=True,
+            bitmap_maker=bitmap_maker,
+        )
         a = bitmap.to_numpy()
         if a.ndim != 3 or a.shape[2] != 3:  # pdfium chose another format (a gray or alpha bitmap)
             a = np.asarray(bitmap.to_pil().convert("RGB"))
