@@ -77,10 +77,17 @@ def logical_units(units: Sequence[str]) -> list[str]:
             merged[-1] += u
         else:
             merged.append(u)
+    return [merged[i] for i in logical_permutation(merged)]
+
+
+def logical_permutation(units: Sequence[str]) -> list[int]:
+    """The indices of one line's units (visual order, left to right; combining marks already with their
+    unit) in logical order."""
+    merged = units
     kinds = [_kind(u) for u in merged]
     n_r, n_l = kinds.count("R"), kinds.count("L")
     if not n_r:
-        return list(merged)
+        return list(range(len(merged)))
     base = 1 if n_r >= n_l else 0
     edge = "R" if base else "L"  # the direction at the line's start and end (sos / eos)
     # a number whose nearest strong neighbour on its left is Latin reads with it (W7, seen visually)
@@ -127,7 +134,7 @@ def logical_units(units: Sequence[str]) -> list[str]:
                 j += 1
             order[i:j] = order[i:j][::-1]
             i = j
-    return [merged[i] for i in order]
+    return order
 
 
 def _glyphs(chars: Sequence) -> list[list]:

@@ -32,6 +32,7 @@ import pypdfium2.raw as pdfium_c
 from ocrserve.ingest.pdf.accents import compose_accents
 from ocrserve.ingest.pdf.bidi import is_rtl
 from ocrserve.ingest.pdf.chars import Char, Line, _Frame, chars_to_lines, extract_chars, main_rotation, turn, turn_box  # noqa: F401 - Line and Char are this module's API too
+from ocrserve.ingest.pdf.harakat import rebuild_vocalised_rows
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +211,7 @@ def analyze_page(page: pdfium.PdfPage, *, trust_invisible: bool = True) -> TextL
         report.reason = f"right-to-left text layer with unmapped glyphs (valid {q.valid_ratio:.2f}), kept"
 
     chars = compose_accents([c for c in chars if c.text.isspace() or (c.x1 > 0 and c.y1 > 0 and c.x0 < W and c.y0 < H)])
-    lines = chars_to_lines(chars)
+    lines = chars_to_lines(rebuild_vocalised_rows(chars))
     report.lines = lines
 
     # images with (almost) no text over them: OCR those regions (or the page when they cover it)

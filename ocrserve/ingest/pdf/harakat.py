@@ -1,0 +1,150 @@
+"""Vocalised right-to-left rows (Arabic harakat, Hebrew points) rebuilt from the glyphs' positions.
+
+Typesetters of fully vocalised text (classical Arabic, the Quran) draw every mark (fatha, kasra, shadda,
+sukun, ...) as its own glyph over or under its letter, often in a separate text object and before its
+letter. pdfium's text page then loses the thread: its own bidi pass splits the row into fragments
+(line breaks between them), puts marks on the neighbouring letter or alone between spaces, and adds
+spaces inside words ("\u0628\u0650 \u0650\u0633\u0645" for "\u0628\u0650\u0633\u0652\u0645\u0650").
+The characters' boxes are right, so a row that holds such marks is rebuilt from them: each mark joins
+the letter whose box holds its centre (NFC), the row's glyphs are taken left to right, a space goes where
+two glyphs are apart by more than a word gap (the marks' spaces and pdfium's are dropped), and the
+bidi reorder of `ocrserve.ingest.pdf.bidi` turns the row into logical order (numbers and Latin words
+inside keep theirs). A row is cut where its glyphs are apart by more than a few letters (columns, table
+cells) and each piece is rebuilt on its own. Rows without such marks are left to pdfium's order.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import replace
+
+from ocrserve.ingest.pdf.bidi import is_rtl, logical_permutation
+from ocrserve.ingest.pdf.chars import Char, _off_axis
+
+WORD_GAP = 0.1  # of the row's glyph height: joined letters touch, words are a space apart
+CUT_GAP = 1.5  # of the row's glyph height: a gap that no line of text has inside it
+
+
+def _rtl_mark(ch: str) -> bool:
+    """A combining mark of the Hebrew or Arabic blocks (points, harakat, Quranic marks)."""
+    return bool(ch) and unicodedata.category(ch[0]) == "Mn" and "\u0591" <= ch[0] <= "\u08ff"
+
+
+def _boxed(c: Char) -> bool:
+    return not c.generated and not c.text.isspace() and c.x1 > c.x0 and c.y1 > c.y0
+
+
+def _rows(idx: list[int], chars: list[Char]) -> list[list[int]]:
+    """Characters (indices) grouped into rows by their vertical extents, top to bottom."""
+    rows: list[tuple[float, float, list[int]]] = []
+    for i in sorted(idx, key=lambda k: (chars[k].y0 + chars[k].y1) / 2):
+        c = chars[i]
+        h = c.y1 - c.y0
+        if rows:
+            y0, y1, members = rows[-1]
+            if min(y1, c.y1) - max(y0, c.y0) >= 0.5 * min(y1 - y0, h):
+                members.append(i)
+                continue
+        rows.append((c.y0, c.y1, [i]))
+    return [m for _, _, m in rows]
+
+
+def _attach(marks: list[int], bases: list[int], chars: list[Char]) -> dict[int, list[int]]:
+    """Each mark -> the base whose box holds its centre (nearest centre; the base drawn next to it in
+    content order on a tie); a mark over no base stays alone (not in the result)."""
+    out: dict[int, list[int]] = {}
+    for m in marks:
+        c = chars[m]
+        cx = (c.x0 + c.x1) / 2
+        best, best_d = None, 0.0
+        for b in bases:
+            bc = chars[b]
+            if not bc.x0 - 0.5 <= cx <= bc.x1 + 0.5:
+                continue
+            d = abs((bc.x0 + bc.x1) / 2 - cx) + 0.02 * (bc.y1 - bc.y0) * min(abs(b - m), 10)
+            if best is None or d < best_d:
+                best, best_d = b, d
+        if best is not None:
+            out.setdefault(best, []).append(m)
+    return out
+
+
+def _ltr_runs_rightwards(units: list[Char]) -> list[Char]:
+    """Runs of characters that are neither right to left nor spaces (a number, a Latin word) left to
+    right, as pdfium hands them over: the line builder joins them by their left-to-right gaps."""
+    out = list(units)
+    i = 0
+    while i < len(out):
+        if is_rtl(out[i].text) or out[i].text.isspace():
+            i += 1
+            continue
+        j = i
+        while j < len(out) and not is_rtl(out[j].text) and not out[j].text.isspace():
+            j += 1
+        out[i:j] = sorted(out[i:j], key=lambda c: c.x0)
+        i = j
+    return out
+
+
+def _rebuild(row: list[int], chars: list[Char]) -> list[Char]:
+    """One row's characters -> its pieces in logical order, a space between words, a line break after each."""
+    marks = [i for i in row if _rtl_mark(chars[i].text)]
+    bases = [i for i in row if not _rtl_mark(chars[i].text)]
+    on = _attach(marks, bases, chars)
+    attached = {m for v in on.values() for m in v}
+    alone = [m for m in marks if m not in attached]
+    units: list[Char] = []
+    for b in bases:
+        c = chars[b]
+        if b in on:
+            ms = [chars[m] for m in sorted(on[b])]
+            text = unicodedata.normalize("NFC", c.text + "".join(m.text for m in ms))
+            c = replace(c, text=text, y0=min([c.y0, *(m.y0 for m in ms)]), y1=max([c.y1, *(m.y1 for m in ms)]))
+        units.append(c)
+    units += [chars[m] for m in alone]
+    units.sort(key=lambda c: (c.x0 + c.x1) / 2)
+    hs = sorted(chars[b].y1 - chars[b].y0 for b in bases) or [1.0]
+    h = hs[len(hs) // 2]
+    pieces: list[list[Char]] = []
+    for c in units:
+        if pieces and c.x0 - max(u.x1 for u in pieces[-1]) <= CUT_GAP * h:
+            pieces[-1].append(c)
+        else:
+            pieces.append([c])
+    out: list[Char] = []
+    rtl_row = sum(1 for c in units if is_rtl(c.text)) * 2 >= len(units)
+    for piece in reversed(pieces) if rtl_row else pieces:
+        vis: list[Char] = []
+        for c in piece:
+            if vis and c.x0 - max(u.x1 for u in vis if not u.generated) > WORD_GAP * h:
+                vis.append(Char(" ", c.x0, c.y0, c.x0, c.y1, 0.0, -1, c.invisible, True))
+            vis.append(c)
+        out += _ltr_runs_rightwards([vis[k] for k in logical_permutation([u.text for u in vis])])
+        out += [Char(t, 0, 0, 0, 0, 0.0, -1, False, True) for t in "\r\n"]
+    return out
+
+
+def rebuild_vocalised_rows(chars: list[Char]) -> list[Char]:
+    """Characters in content order -> the same, with every row that holds right-to-left marks rebuilt
+    from its glyphs' positions (logical order, marks on their letters, spaces from the gaps), in the
+    place of its first character. Rows without such marks, and pages without them, are as they came."""
+    if not any(_rtl_mark(c.text) for c in chars):
+        return chars
+    boxed = [i for i, c in enumerate(chars) if _boxed(c) and not _off_axis(c.angle)]
+    rows = [r for r in _rows(boxed, chars) if any(_rtl_mark(chars[i].text) for i in r)]
+    if not rows:
+        return chars
+    taken: dict[int, list[Char]] = {}
+    drop: set[int] = set()
+    for r in rows:
+        taken[min(r)] = _rebuild(r, chars)
+        drop.update(r)
+    out: list[Char] = []
+    for i, c in enumerate(chars):
+        if i in taken:
+            out += [Char(t, 0, 0, 0, 0, 0.0, -1, False, True) for t in "\r\n"]
+            out += taken[i]
+        if i in drop:
+            continue
+        out.append(c)
+    return out
