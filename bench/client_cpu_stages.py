@@ -13,8 +13,11 @@ client CPU that grows with the run's length, not with its pages, shows there (`-
 process and the render workers it forks, so both runs measure the same code otherwise; `--baseline`
 likewise puts back the fit of before issue 28 (every page resized in RGB).
 
-`--compare` runs both profiles, before (`--baseline`) and after, interleaved `--rounds` times in one
-process, and with `--first-request N` also times a conversion of an N-page PDF from its start to its
+`--pdfium-fill` puts back pypdfium2's own page bitmap, filled white by pdfium (before
+ocrserve/ingest/pdf/bitmap.py).
+
+`--compare` runs both profiles, before (`--baseline`, or with `--before pdfium-fill` that code) and after,
+interleaved `--rounds` times in one process, and with `--first-request N` also times a conversion of an N-page PDF from its start to its
 first request (`ocrserve.convert`, the openai engine); it writes every run and summary.{json,md}.
 """
 
@@ -41,8 +44,9 @@ from tests.fakes.standin import start_standin
 
 ROOT = Path(__file__).resolve().parents[1]
 CODE = {
-    "after": "this tree (a gray page fitted and written on one channel)",
+    "after": "this tree",
     "before": "the fit of before issue 28 (every page resized in RGB)",
+    "pdfium-fill": "this tree with pypdfium2's own bitmap, filled white by pdfium (before ocrserve/ingest/pdf/bitmap.py)",
     "legacy-png": "the page-image encoder of before issue 19 (Pillow, RGB, compress_level 1)",
 }
 
@@ -66,20 +70,25 @@ def _rgb_fit(a, budget):
 
 
 @contextmanager
-def _code(legacy_png: bool = False, baseline: bool = False):
+def _code(legacy_png: bool = False, baseline: bool = False, pdfium_fill: bool = False):
     """The code measured: this tree's, or with the encoder of before #19 / the fit of before #28 put back (in
     this process and the render workers it forks); restored on exit."""
     from PIL import Image
 
     from ocrserve.ingest import raster
 
-    saved = {k: getattr(raster, k) for k in ("encode_png", "encode_pixels", "fit_pixels", "to_channels")}
+    keys = ("encode_png", "encode_pixels", "fit_pixels", "to_channels", "bitmap_maker")
+    saved = {k: getattr(raster, k) for k in keys}
     if legacy_png:
         raster.encode_png = _legacy_png
         raster.encode_pixels = lambda a: _legacy_png(Image.fromarray(a))
     if baseline:
         raster.fit_pixels = _rgb_fit
         raster.to_channels = raster.to_rgb
+    if pdfium_fill:
+        from pypdfium2 import PdfBitmap
+
+        raster.bitmap_maker = PdfBitmap.new_native
     try:
         yield
     finally:
@@ -142,8 +151,12 @@ def compare(a) -> None:
                 with start_standin(delay_s=a.delay_s, root=PROFILES[model].checkpoint) as s:
                     exclude_from_client(s.proc.pid)
                     for variant in ("before", "after"):
-                        with _code(baseline=variant == "before"):
-                            rep = _one(a, model, f"{model}-{variant}-r{r}", s.url, Path(tmp), CODE[variant])
+                        old = variant == "before"
+                        with _code(
+                            baseline=old and a.before == "rgb-fit", pdfium_fill=old and a.before == "pdfium-fill"
+                        ):
+                            what = CODE["before" if a.before == "rgb-fit" else a.before] if old else CODE[variant]
+                            rep = _one(a, model, f"{model}-{variant}-r{r}", s.url, Path(tmp), what)
                         st = rep.get("client_cpu_stages") or {}
                         rows.setdefault(f"{model} {variant}", []).append(
                             {
@@ -173,7 +186,11 @@ def main() -> None:
     ap.add_argument("--model", choices=sorted(PROFILES), default="chandra-1")
     ap.add_argument("--legacy-png", action="store_true")
     ap.add_argument("--baseline", action="store_true", help="the fit of before issue 28 (RGB resize)")
+    ap.add_argument("--pdfium-fill", action="store_true", help="pypdfium2's own bitmap, filled by pdfium")
     ap.add_argument("--compare", action="store_true", help="both profiles, before and after, interleaved")
+    ap.add_argument(
+        "--before", choices=("rgb-fit", "pdfium-fill"), default="rgb-fit", help="--compare's before: the code put back"
+    )
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument(
         "--first-request", type=int, default=0, help="also time a PDF of this many pages to its first request"
@@ -188,8 +205,11 @@ def main() -> None:
         return compare(a)
     with start_standin(delay_s=a.delay_s, root=PROFILES[a.model].checkpoint) as s:
         exclude_from_client(s.proc.pid)  # the stand-in is our child, not the client
-        with _code(legacy_png=a.legacy_png, baseline=a.baseline), tempfile.TemporaryDirectory() as tmp:
-            code = "before" if a.baseline else "after"
+        with (
+            _code(legacy_png=a.legacy_png, baseline=a.baseline, pdfium_fill=a.pdfium_fill),
+            tempfile.TemporaryDirectory() as tmp,
+        ):
+            code = "before" if a.baseline else "pdfium-fill" if a.pdfium_fill else "after"
             code = "legacy-png" if a.legacy_png else code
             _one(a, a.model, a.name, s.url, Path(tmp), CODE[code])
     print((a.out / f"{a.name}.md").read_text())
