@@ -59,3 +59,12 @@ def test_marks_join_the_letter_under_them_and_spaces_come_from_the_gaps():
 def test_rows_without_marks_are_left_as_they_came():
     chars = [_c("\u0643", 38, 46), _c(" ", 46, 46), _c("\u0628", 46, 54), _c("a", 60, 66)]
     assert rebuild_vocalised_rows(chars) is chars
+
+
+def test_stacked_letters_keep_the_content_order():
+    """Letters a font stacks (meem over jeem: their boxes share one column) read in the order the content
+    stream gives them (logical here: it steps leftwards), not by a hair's difference of their centres."""
+    word = [("\u0627", 52.29, 55.33), ("\u0644", 47.72, 52.29), ("\u0645", 43.88, 50.56), ("\u062c", 43.02, 51.69)]
+    word += [("\u0644", 40.35, 43.85), ("\u0651", 37.87, 42.46), ("\u062f", 34.02, 41.27)]
+    out = rebuild_vocalised_rows([_c(t, x0, x1) for t, x0, x1 in word])
+    assert _nfc("".join(c.text for c in out).strip()) == _nfc("\u0627\u0644\u0645\u062c\u0644\u0651\u062f")

@@ -86,6 +86,21 @@ def _ltr_runs_rightwards(units: list[Char]) -> list[Char]:
     return out
 
 
+def _visual(units: list[tuple[int, Char]], chars: list[Char], bases: list[int]) -> list[Char]:
+    """(content index, glyph) -> the glyphs left to right by their centres. Two glyphs that stand over
+    each other (letters a font stacks, meem over jeem) keep the order the content stream gives them
+    (it steps leftwards, logical order, or rightwards, visual order, for most of the row)."""
+    xs = [chars[b].x0 for b in sorted(bases)]
+    leftwards = sum(1 for a, b in zip(xs, xs[1:]) if b < a - 0.01) >= sum(1 for a, b in zip(xs, xs[1:]) if b > a + 0.01)
+    out = sorted(units, key=lambda u: (u[1].x0 + u[1].x1) / 2)
+    for k in range(len(out) - 1):
+        (ia, a), (ib, b) = out[k], out[k + 1]
+        narrow = min(a.x1 - a.x0, b.x1 - b.x0)
+        if min(a.x1, b.x1) - max(a.x0, b.x0) > 0.6 * narrow and (ia < ib) == leftwards:
+            out[k], out[k + 1] = out[k + 1], out[k]
+    return [c for _, c in out]
+
+
 def _rebuild(row: list[int], chars: list[Char]) -> list[Char]:
     """One row's characters -> its pieces in logical order, a space between words, a line break after each."""
     marks = [i for i in row if _rtl_mark(chars[i].text)]
@@ -93,16 +108,16 @@ def _rebuild(row: list[int], chars: list[Char]) -> list[Char]:
     on = _attach(marks, bases, chars)
     attached = {m for v in on.values() for m in v}
     alone = [m for m in marks if m not in attached]
-    units: list[Char] = []
+    units: list[tuple[int, Char]] = []
     for b in bases:
         c = chars[b]
         if b in on:
             ms = [chars[m] for m in sorted(on[b])]
             text = unicodedata.normalize("NFC", c.text + "".join(m.text for m in ms))
             c = replace(c, text=text, y0=min([c.y0, *(m.y0 for m in ms)]), y1=max([c.y1, *(m.y1 for m in ms)]))
-        units.append(c)
-    units += [chars[m] for m in alone]
-    units.sort(key=lambda c: (c.x0 + c.x1) / 2)
+        units.append((b, c))
+    units += [(m, chars[m]) for m in alone]
+    units = _visual(units, chars, bases)
     hs = sorted(chars[b].y1 - chars[b].y0 for b in bases) or [1.0]
     h = hs[len(hs) // 2]
     pieces: list[list[Char]] = []
