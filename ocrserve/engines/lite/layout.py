@@ -21,10 +21,11 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from statistics import median
 
+from ocrserve.engines.lite.boxes import early_tables
 from ocrserve.engines.lite.code import code_continues, code_html, code_page
-from ocrserve.engines.lite.columns import drop_caps, split_columns
+from ocrserve.engines.lite.columns import drop_caps
 from ocrserve.engines.lite.figures import FigureItem, figure_text
-from ocrserve.engines.lite.grid import ocr_tables, region_tables
+from ocrserve.engines.lite.grid import region_tables
 from ocrserve.engines.lite.headers import metric as _metric
 from ocrserve.engines.lite.headers import split_headers_footers
 from ocrserve.engines.lite.marks import join_markers, section_heading, section_level
@@ -196,13 +197,8 @@ def build_blocks(
         rotated = []  # the page's text is mostly slanted (no 90-degree turn rights it): read it as it is
     taken = {id(l) for l in rotated}
     lines = drop_caps([l for l in lines if id(l) not in taken])
-    pre_tables: list[TableItem] = []
-    gutters: list[float] = []
-    if ocr and lines:
-        lines, gutters = split_columns(
-            lines
-        )  # OCR boxes are words or phrases: find the grid before joining them into lines
-        pre_tables, lines, rotated = ocr_tables(lines, width, median([l.h for l in lines]), rotated)
+    # key/value rows, then (OCR boxes are words or phrases) the columns and tables before joining them into lines
+    pre_tables, lines, gutters, rotated = early_tables(lines, width, ocr, rotated)
     lines = merge_fragments(join_markers(lines), gutters)
     lh = median([l.h for l in lines]) if lines else 10.0
     body_metric = _weighted_median([(_metric(l), len(l.text)) for l in lines]) if lines else 1.0
