@@ -108,16 +108,16 @@ def _rebuild(row: list[int], chars: list[Char]) -> list[Char]:
     on = _attach(marks, bases, chars)
     attached = {m for v in on.values() for m in v}
     alone = [m for m in marks if m not in attached]
-    units: list[tuple[int, Char]] = []
+    placed: list[tuple[int, Char]] = []
     for b in bases:
         c = chars[b]
         if b in on:
             ms = [chars[m] for m in sorted(on[b])]
             text = unicodedata.normalize("NFC", c.text + "".join(m.text for m in ms))
             c = replace(c, text=text, y0=min([c.y0, *(m.y0 for m in ms)]), y1=max([c.y1, *(m.y1 for m in ms)]))
-        units.append((b, c))
-    units += [(m, chars[m]) for m in alone]
-    units = _visual(units, chars, bases)
+        placed.append((b, c))
+    placed += [(m, chars[m]) for m in alone]
+    units = _visual(placed, chars, bases)
     hs = sorted(chars[b].y1 - chars[b].y0 for b in bases) or [1.0]
     h = hs[len(hs) // 2]
     pieces: list[list[Char]] = []
