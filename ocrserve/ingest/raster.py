@@ -30,7 +30,6 @@ from PIL import Image, ImageOps
 
 from ocrserve.imagesize import MAX_ASPECT, Budget, client_fit_size, image_upscale_size, pdf_scale
 from ocrserve.ingest import office
-from ocrserve.ingest.pdf.bitmap import white_bitmap
 from ocrserve.ingest.pdf.document import DocumentError, open_pdf
 from ocrserve.ingest.pdf.document import forget as forget  # re-exported: callers close a finished document here
 from ocrserve.ingest.sniff import describe_unknown, sniff_file
@@ -145,7 +144,12 @@ def _flatten(page) -> None:
     pdfium_c.FPDFPage_Flatten(page.raw, pdfium_c.FLAT_NORMALDISPLAY)
 
 
-bitmap_maker = white_bitmap  # the page's bitmap (the bench puts pypdfium2's own back to compare)
+def bitmap_maker(width: int, height: int, format: int, rev_byteorder: bool = False):
+    """The page's bitmap, white before pdfium draws (pdf/bitmap.py; imported here, in the worker, so that importing
+    this module does not load pdfium). The bench puts pypdfium2's own maker back to compare."""
+    from ocrserve.ingest.pdf.bitmap import white_bitmap
+
+    return white_bitmap(width, height, format, rev_byteorder)
 
 
 def pdf_page_pixels(
