@@ -1,12 +1,13 @@
 """The steps on a page's boxes before they are joined into lines (ocrserve.engines.lite.layout step 1):
 key/value rows of a narrow page (ocrserve.engines.lite.keyvalue), then, for OCR boxes (words or
-phrases), the column gutters (ocrserve.engines.lite.columns) and the tables found on word pieces
+phrases), the column gutters (ocrserve.engines.lite.columns, ocrserve.engines.lite.column_gaps) and the tables found on word pieces
 (ocrserve.engines.lite.grid)."""
 
 from __future__ import annotations
 
 from statistics import median
 
+from ocrserve.engines.lite.column_gaps import ink_gutters, trim
 from ocrserve.engines.lite.columns import split_columns
 from ocrserve.engines.lite.grid import ocr_tables
 from ocrserve.engines.lite.keyvalue import key_value_tables
@@ -22,6 +23,10 @@ def early_tables(
     gutters: list[float] = []
     if ocr and lines:
         lines, gutters = split_columns(lines)
-        found, lines, rotated = ocr_tables(lines, width, median([l.h for l in lines]), rotated)
+        lh = median([l.h for l in lines])
+        hidden = ink_gutters(lines, lh, gutters)  # gutters the boxes' padding narrows
+        trim(lines, hidden)
+        gutters += hidden
+        found, lines, rotated = ocr_tables(lines, width, lh, rotated)
         tables += found
     return tables, lines, gutters, rotated
