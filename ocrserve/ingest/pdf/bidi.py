@@ -164,7 +164,28 @@ def line_text(chars: Sequence) -> str:
     glyphs = _glyphs(chars)
     if visual_order([g[0].x0 for g in glyphs if is_rtl(g[0].text)]):
         return "".join(logical_units(["".join(c.text for c in g) for g in glyphs]))
+    glyphs = _numbers_rightwards(glyphs)
     return "".join("".join(c.text for c in (g[::-1] if _reversed_glyph(g) else g)) for g in glyphs)
+
+
+_NUMERIC = frozenset(("EN", "AN", "CS", "ES", "ET"))
+
+
+def _numbers_rightwards(glyphs: list[list]) -> list[list]:
+    """A number ("۱.۲.۲", "١-٣") whose glyphs come stepping leftwards, as pdfium hands some
+    over inside right-to-left text, turned to read left to right as on the page (a number run is
+    left to right in the bidi algorithm: the text then shows as the page does)."""
+    out = list(glyphs)
+    i = 0
+    while i < len(out):
+        j = i
+        while j < len(out) and len(out[j]) == 1 and unicodedata.bidirectional(out[j][0].text[:1] or " ") in _NUMERIC:
+            j += 1
+        run = out[i:j]
+        if sum(1 for g in run if g[0].text.isdigit()) >= 2 and run[0][0].x0 > run[-1][0].x0:
+            out[i:j] = sorted(run, key=lambda g: g[0].x0)
+        i = max(j, i + 1)
+    return out
 
 
 def ltr_reach(chars: Sequence) -> list[float] | None:

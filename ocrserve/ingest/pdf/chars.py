@@ -286,6 +286,17 @@ def _rotated_lines(chars: list[Char]) -> list[Line]:
 # ---------------------------------------------------------------- lines
 
 
+def _rtl_script(t: str) -> bool:
+    """Hebrew or Arabic script: letters, and digits (Arabic-Indic numbers step leftwards with the text)."""
+    return is_rtl(t) or "\u0590" <= t[:1] <= "\u08ff"
+
+
+def _touching(a: Char, b: Char, tol: float) -> bool:
+    """Two glyphs, one of right-to-left script, whose boxes meet: a space pdfium puts between them
+    ("۲ . ۲", letters cut apart) is no gap on the page."""
+    return (_rtl_script(a.text) or _rtl_script(b.text)) and min(abs(b.x0 - a.x1), abs(a.x0 - b.x1)) <= tol
+
+
 def chars_to_lines(chars: list[Char]) -> list[Line]:
     """Characters in content order -> line fragments (a break at line ends and at wide gaps);
     characters off the upright direction come back as their own lines (`Line.angle` set)."""
@@ -353,19 +364,19 @@ def chars_to_lines(chars: list[Char]) -> list[Line]:
                 and c.x1 >= prev_box[1] - 0.5
             ):
                 same, gap = True, 0.0  # a ligature: pdfium gives its characters the glyph's box
-            if not same and (rtl or is_rtl(c.text)) and overlap >= 0.5 * min(lh, h):
+            if not same and (rtl or _rtl_script(c.text)) and overlap >= 0.5 * min(lh, h):
                 # right to left: the next character sits left of the line, or back inside it (a number)
                 right = reach[i] if reach else c.x1
                 gap = max(xl - right, c.x0 - x1)
                 same = right >= xl - 0.9 * max(lh, h) and c.x0 <= x1 + 0.9 * max(lh, h)
             if not same:
                 close()
-            elif pending_space or gap > 0.25 * min(lh, h):
+            elif (pending_space and not _touching(cur[-1], c, 0.1 * min(lh, h))) or gap > 0.25 * min(lh, h):
                 cur.append(Char(" ", x1, y0, x1, y1, 0.0, -1, c.invisible, True))
         if not cur:
             x1, y0, y1, xl, rtl = c.x1, c.y0, c.y1, c.x0, False
         cur.append(c)
-        rtl = rtl or is_rtl(c.text)
+        rtl = rtl or _rtl_script(c.text)
         xl = min(xl, c.x0)
         prev_box = (c.x0, c.x1)
         pending_space = False
