@@ -50,3 +50,16 @@ def test_a_wide_page_or_a_table_row_is_no_key_value_run():
     assert key_value_tables(narrow, 612) == ([], narrow)
     three = narrow + [_line("x", 120, 14 * k, 130) for k in range(6)]
     assert key_value_tables(three, 210)[0] == []
+
+
+def test_two_labels_over_the_columns_are_the_header():
+    rows = [(f"Item number {k}", f"{k}.50") for k in range(4)]
+    body = [
+        l for k, (a, b) in enumerate(rows) for l in (_line(a, 10, 20 + 14 * k, 80), _line(b, 180, 20 + 14 * k, 200))
+    ]
+    head = [_line("Item", 10, 4, 30), _line("Price", 175, 4, 200)]
+    ((table,), rest) = key_value_tables(head + body, 210)
+    assert table.header_rows == 1 and [c.text for c in table.rows[0]] == ["Item", "Price"] and rest == []
+    far = [_line("Item", 10, -30, 30), _line("Price", 175, -30, 200)]  # a line apart: not its header
+    ((table,), rest) = key_value_tables(far + body, 210)
+    assert table.header_rows == 0 and rest == far

@@ -74,6 +74,20 @@ def _pair(row: list[Line], gap: float) -> tuple[str, str, Line] | None:
     return key, text, value
 
 
+def _head(row: list[Line], first: list[Line], values: list[Line], left: float, lh: float) -> tuple[str, str] | None:
+    """The row right above a run, two short labels over its two columns ("Item", "Price"): its header."""
+    row = [l for l in row if not _LEADER.match(l.text)]
+    if len(row) != 2 or min(l.y0 for l in first) - max(l.y1 for l in row) > 1.5 * lh:
+        return None
+    a, b = row
+    over = b.x1 > min(v.x0 for v in values) and b.x0 < max(v.x1 for v in values)
+    if b.x0 - a.x1 < 1.5 * lh or abs(a.x0 - left) > 2 * lh or not over or _value_text(b.text) is not None:
+        return None
+    if len(a.text) > 30 or len(b.text) > 20 or not any(ch.isalpha() for ch in a.text + b.text):
+        return None
+    return a.text.strip(), b.text.strip()
+
+
 def key_value_tables(lines: list[Line], width: float) -> tuple[list[TableItem], list[Line]]:
     """Runs of key/value rows on a narrow page -> (two-column tables, the other lines)."""
     if len(lines) < 6 or not narrow(lines, width):
@@ -102,12 +116,16 @@ def key_value_tables(lines: list[Line], width: float) -> tuple[list[TableItem], 
         if sum(1 for k in run if rows[k][0].x0 <= left + 2 * lh) < 0.75 * len(run):
             continue  # the keys do not start at one left edge
         cells = [[Cell(p[0], 0), Cell(p[1], 1)] for k in run if (p := pairs[k]) is not None]
+        head = _head(rows[run[0] - 1], rows[run[0]], values, left, lh) if run[0] > 0 else None
+        if head is not None and not any(id(l) in used for l in rows[run[0] - 1]):
+            cells.insert(0, [Cell(head[0], 0), Cell(head[1], 1)])
+            run.insert(0, run[0] - 1)
         mine = [l for k in run for l in rows[k]]
         used.update(id(l) for l in mine)
         tables.append(
             TableItem(
                 rows=cells,
-                header_rows=0,
+                header_rows=1 if head is not None else 0,
                 x0=min(l.x0 for l in mine),
                 y0=min(l.y0 for l in mine),
                 x1=max(l.x1 for l in mine),
