@@ -68,3 +68,24 @@ def test_stacked_letters_keep_the_content_order():
     word += [("\u0644", 40.35, 43.85), ("\u0651", 37.87, 42.46), ("\u062f", 34.02, 41.27)]
     out = rebuild_vocalised_rows([_c(t, x0, x1) for t, x0, x1 in word])
     assert _nfc("".join(c.text for c in out).strip()) == _nfc("\u0627\u0644\u0645\u062c\u0644\u0651\u062f")
+
+
+def test_a_mark_over_two_letters_goes_to_the_one_the_page_draws_it_with():
+    """A font that sets its marks off their letters' centres (LuaTeX's Amiri, the held-out al-Jahiz page:
+    "\u0641\u064e\u064a\u064e\u0642\u064f\u0648\u0644\u064f" read "\u0641\u064a\u064e\u064e\u0642\u064f\u0648\u0644\u064f"): a fatha over both yeh and feh is
+    feh's, because on this page each mark over one letter only comes just before that letter in the
+    content stream. Visual order, left to right; the marks first."""
+    fatha = "\u064e"
+    glyphs = [
+        (fatha, 341.0, 345.5),  # over waw alone
+        ("\u0648", 341.8, 346.6),
+        (fatha, 347.5, 352.0),  # over qaf alone
+        ("\u0642", 346.6, 351.12),
+        (fatha, 350.0, 354.5),  # over yeh alone
+        ("\u064a", 351.12, 354.56),
+        (fatha, 352.0, 356.5),  # centre 354.25: over yeh and feh, nearer yeh's centre
+        ("\u0641", 354.04, 357.84),
+    ]
+    out = rebuild_vocalised_rows([_c(t, x0, x1) for t, x0, x1 in glyphs])
+    got = _nfc("".join(c.text for c in out).strip())
+    assert got == _nfc(f"\u0641{fatha}\u064a{fatha}\u0642{fatha}\u0648{fatha}"), got

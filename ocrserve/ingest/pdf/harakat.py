@@ -15,6 +15,7 @@ cells) and each piece is rebuilt on its own. Rows without such marks are left to
 
 from __future__ import annotations
 
+import bisect
 import unicodedata
 from dataclasses import replace
 
@@ -49,23 +50,56 @@ def _rows(idx: list[int], chars: list[Char]) -> list[list[int]]:
     return [m for _, _, m in rows]
 
 
-def _attach(marks: list[int], bases: list[int], chars: list[Char]) -> dict[int, list[int]]:
-    """Each mark -> the base whose box holds its centre (nearest centre; the base drawn next to it in
-    content order on a tie); a mark over no base stays alone (not in the result)."""
+def _far(base: Char, steps: int) -> float:
+    """A small cost for a base drawn further from its mark in content order (ties go to the nearest)."""
+    return 0.02 * (base.y1 - base.y0) * min(abs(steps), 10)
+
+
+def _candidates(row: list[int], chars: list[Char]) -> tuple[list[int], dict[int, list[int]]]:
+    """A row's bases (content order) and, per mark, the bases whose boxes hold the mark's centre."""
+    bases = sorted(i for i in row if not _rtl_mark(chars[i].text))
+    cands: dict[int, list[int]] = {}
+    for m in (i for i in row if _rtl_mark(chars[i].text)):
+        cx = (chars[m].x0 + chars[m].x1) / 2
+        cands[m] = [b for b in bases if chars[b].x0 - 0.5 <= cx <= chars[b].x1 + 0.5]
+    return bases, cands
+
+
+def _neighbour(bases: list[int], m: int, side: int) -> int | None:
+    """The base drawn right after the mark (side 1) or right before it (-1) in content order."""
+    k = bisect.bisect_left(bases, m)
+    if side > 0:
+        return bases[k] if k < len(bases) else None
+    return bases[k - 1] if k > 0 else None
+
+
+def mark_side(rows: list[list[int]], chars: list[Char]) -> int:
+    """Where a page's typesetter draws a mark in the content stream: just before its letter (1), just
+    after it (-1), or either (0), from the marks over one letter only (two to one at least)."""
+    after = before = 0
+    for row in rows:
+        bases, cands = _candidates(row, chars)
+        for m, cs in cands.items():
+            if len(cs) == 1:
+                after += _neighbour(bases, m, 1) == cs[0]
+                before += _neighbour(bases, m, -1) == cs[0]
+    return 1 if after > 2 * before else -1 if before > 2 * after else 0
+
+
+def _attach(row: list[int], chars: list[Char], side: int) -> dict[int, list[int]]:
+    """Each mark -> the base whose box holds its centre; a mark over no base stays alone (not in the
+    result). Where several boxes hold it (joined letters' boxes overlap, a font sets a mark off its
+    letter's centre), the base drawn next to it on the page's side (`mark_side`) wins, else the
+    nearest centre."""
+    bases, cands = _candidates(row, chars)
     out: dict[int, list[int]] = {}
-    for m in marks:
-        c = chars[m]
-        cx = (c.x0 + c.x1) / 2
-        best, best_d = None, 0.0
-        for b in bases:
-            bc = chars[b]
-            if not bc.x0 - 0.5 <= cx <= bc.x1 + 0.5:
-                continue
-            d = abs((bc.x0 + bc.x1) / 2 - cx) + 0.02 * (bc.y1 - bc.y0) * min(abs(b - m), 10)
-            if best is None or d < best_d:
-                best, best_d = b, d
-        if best is not None:
-            out.setdefault(best, []).append(m)
+    for m, cs in cands.items():
+        if not cs:
+            continue
+        cx = (chars[m].x0 + chars[m].x1) / 2
+        best = min(cs, key=lambda b: abs((chars[b].x0 + chars[b].x1) / 2 - cx) + _far(chars[b], b - m))
+        near = _neighbour(bases, m, side) if side else None
+        out.setdefault(near if len(cs) > 1 and near in cs else best, []).append(m)
     return out
 
 
@@ -101,11 +135,11 @@ def _visual(units: list[tuple[int, Char]], chars: list[Char], bases: list[int]) 
     return [c for _, c in out]
 
 
-def _rebuild(row: list[int], chars: list[Char]) -> list[Char]:
+def _rebuild(row: list[int], chars: list[Char], side: int = 0) -> list[Char]:
     """One row's characters -> its pieces in logical order, a space between words, a line break after each."""
     marks = [i for i in row if _rtl_mark(chars[i].text)]
     bases = [i for i in row if not _rtl_mark(chars[i].text)]
-    on = _attach(marks, bases, chars)
+    on = _attach(row, chars, side)
     attached = {m for v in on.values() for m in v}
     alone = [m for m in marks if m not in attached]
     placed: list[tuple[int, Char]] = []
@@ -151,8 +185,9 @@ def rebuild_vocalised_rows(chars: list[Char]) -> list[Char]:
         return chars
     taken: dict[int, list[Char]] = {}
     drop: set[int] = set()
+    side = mark_side(rows, chars)
     for r in rows:
-        taken[min(r)] = _rebuild(r, chars)
+        taken[min(r)] = _rebuild(r, chars, side)
         drop.update(r)
     out: list[Char] = []
     for i, c in enumerate(chars):
