@@ -12,7 +12,9 @@ Chromium and saved as a PNG and a PDF; the HTML is the ground truth.
 
 `score` (pymupdf4llm, apted / table-recognition-metric installed for the measurement only) writes
 OUT/results.json and OUT/results.md:
-- rtl: word F1 (bags of words, NFKC, punctuation stripped) against pdftotext's text of the page;
+- rtl: word F1 (bags of words, NFKC, punctuation and bidi controls stripped) against the better of two
+  readings of the page's text layer, pdftotext's and PyMuPDF's (`lite_pdftotext`: against pdftotext's
+  alone, the measure before; pdftotext cuts fully vocalised words apart at their marks);
 - headings: recall / precision of Markdown headings against the PDF's outline (bookmarks) entries
   on the scored pages (a heading matches an entry at a similarity >= 0.8, numbering ignored);
 - columns: two-column pages rasterised at 150 dpi with noise and a 0.5 degree skew: word order
@@ -109,8 +111,13 @@ def pipe_tables(md: str) -> list[str]:
 # ---------------------------------------------------------------- metrics
 
 
+_BIDI_CONTROLS = re.compile("[\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
 def words(text: str) -> list[str]:
-    text = unicodedata.normalize("NFKC", text)
+    # bidi controls (pdftotext wraps every left-to-right run of RTL text in LRE ... PDF) end a word:
+    # "exam\u202c\u0641\u064a" is two words on the page
+    text = _BIDI_CONTROLS.sub(" ", unicodedata.normalize("NFKC", text))
     text = re.sub(r"<[^>]+>", " ", text)
     return [w for w in (re.sub(r"^[\W_]+|[\W_]+$", "", t).lower() for t in text.split()) if w]
 
@@ -137,6 +144,24 @@ def pdftotext(path: str, index: int) -> str:
         capture_output=True,
         text=True,
     ).stdout
+
+
+def pymupdf_text(path: str, index: int) -> str:
+    """PyMuPDF's plain text of a page: the second reference of the rtl kind."""
+    import pymupdf
+
+    doc = pymupdf.open(path)
+    try:
+        return str(doc[index].get_text())
+    finally:
+        doc.close()
+
+
+def rtl_f1(pred: str, refs: list[str]) -> float:
+    """Word F1 against the better of two readings of the text layer: pdftotext splits a fully vocalised
+    word at its harakat ("\u062f \u064e\u062c \u064e\u0627\u062c \u064e\u0629"), PyMuPDF does not; neither is
+    right everywhere."""
+    return max(word_f1(pred, r) for r in refs)
 
 
 def _norm_heading(t: str) -> str:
@@ -222,9 +247,10 @@ def score(manifest: list[dict], only: set[str]) -> dict:
         for index in s["pages"]:
             row: dict = {"doc": Path(s["path"]).name, "page": index + 1}
             if kind == "rtl":
-                ref = pdftotext(s["path"], index)
-                row["lite"] = word_f1(lite_page(s["path"], index)[0], ref)
-                row["pymupdf4llm"] = word_f1(pymupdf_page(s["path"], index)[0], ref)
+                refs = [pdftotext(s["path"], index), pymupdf_text(s["path"], index)]
+                lmd, pmd = lite_page(s["path"], index)[0], pymupdf_page(s["path"], index)[0]
+                row["lite"], row["pymupdf4llm"] = rtl_f1(lmd, refs), rtl_f1(pmd, refs)
+                row["lite_pdftotext"], row["pymupdf4llm_pdftotext"] = word_f1(lmd, refs[0]), word_f1(pmd, refs[0])
             elif kind == "headings":
                 truth = [t for t, p in outline(s["path"]) if p == index]
                 row["truth"] = len(truth)
@@ -250,7 +276,8 @@ def summary(res: dict) -> dict:
 
     out: dict = {}
     if "rtl" in res:
-        out["rtl_word_f1"] = {k: mean([r[k] for r in res["rtl"]]) for k in ("lite", "pymupdf4llm")}
+        keys = ("lite", "pymupdf4llm", "lite_pdftotext", "pymupdf4llm_pdftotext")
+        out["rtl_word_f1"] = {k: mean([r[k] for r in res["rtl"]]) for k in keys}
     if "headings" in res:
         h = {}
         for k in ("lite", "pymupdf4llm"):
