@@ -296,7 +296,7 @@ class Sweep:
         res = self.report["results"][cfg.name]
         res.update(serve_command=shlex.join(argv), started_at_s=round(self._elapsed(), 1))
         log.info("starting %s: %s", cfg.name, res["serve_command"])
-        srv = Server(cfg, argv, self.work / f"{cfg.name}.console.log", self.env)
+        srv = Server(cfg, argv, self.work / f"{cfg.name}.console.log", {**self.env, **cfg.env})
         gpu.add(cfg.name, srv.proc.pid)
         return srv
 

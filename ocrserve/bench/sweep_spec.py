@@ -39,6 +39,10 @@ class SweepConfig(BaseModel):
     epd_encoders: int = 1
     serve_args: list[str] = Field(default_factory=list, description="more `ocrserve serve` flags")
     vllm_args: list[str] = Field(default_factory=list, description="`vllm serve` flags (after --; they win)")
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="environment of this configuration's server (e.g. OMP_NUM_THREADS), over the sweep's",
+    )
     prefill_probe: bool = Field(False, description="also measure max_tokens 1 (vision + prefill alone)")
     latency_probe: bool = Field(
         False,

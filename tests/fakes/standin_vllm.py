@@ -3,6 +3,7 @@ MODEL --port N [any vLLM flags]`. Lets `ocrserve serve` (and the serving sweep) 
 
 from __future__ import annotations
 
+import os
 import sys
 
 from tests.fakes.standin import main as standin_main
@@ -14,6 +15,7 @@ def main(argv: list[str]) -> None:
     host = argv[argv.index("--host") + 1] if "--host" in argv else "127.0.0.1"
     port = argv[argv.index("--port") + 1] if "--port" in argv else "8000"
     print("standin_vllm flags: " + " ".join(argv[2:]), flush=True)
+    print("standin_vllm OMP_NUM_THREADS=" + os.environ.get("OMP_NUM_THREADS", "unset"), flush=True)
     standin_main(["--host", host, "--port", port])
 
 
