@@ -172,7 +172,8 @@ def test_dp_one_replica_per_gpu():
     # unknown flags pass through, after ours (vLLM keeps the last occurrence)
     assert argv[-3:] == ["--enforce-eager", "--max-num-seqs", "64"]
     # the printed command is a shell line that round-trips
-    assert shlex.split(layout.processes[0].shell())[1:] == layout.processes[0].argv
+    words = shlex.split(layout.processes[0].shell())
+    assert words[words.index("vllm") :] == layout.processes[0].argv
 
 
 def test_dp_on_several_gpus_is_one_endpoint_the_router():
@@ -296,3 +297,19 @@ def test_renderer_threads_left_out_for_an_older_vllm():
     n, warning = renderer_workers_for(8, "0.11.2")
     assert n == 0 and "0.11.2" in warning and "--renderer-num-workers" in warning
     assert renderer_workers_for(0, "0.26.0") == (0, None)
+
+
+def test_vllm_processes_get_image_processor_threads(monkeypatch):
+    """vLLM's API server runs the image processor on $OMP_NUM_THREADS threads (one when unset): each vLLM process
+    gets up to 4, the host's cores shared among them; the router none; a user's own setting wins."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 16)
+    layout, _ = _layout("dp", (0, 1))
+    *replicas, router = layout.processes
+    assert [p.env["OMP_NUM_THREADS"] for p in replicas] == ["4", "4"] and "OMP_NUM_THREADS" not in router.env
+    assert replicas[0].shell().startswith("CUDA_VISIBLE_DEVICES=0 OMP_NUM_THREADS=4 vllm serve")
+    layout, _ = _layout("dp", tuple(range(8)))
+    assert {p.env.get("OMP_NUM_THREADS") for p in layout.processes if p.role == "replica"} == {"2"}
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    layout, _ = _layout("dp", (0,))
+    assert "OMP_NUM_THREADS" not in layout.processes[0].env  # inherited from the user's environment as it is
