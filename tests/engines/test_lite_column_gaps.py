@@ -8,15 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-import pypdfium2 as pdfium
 import pytest
-from PIL import Image
 from rapidfuzz.distance import Levenshtein
 
 from ocrserve.engines.lite.column_gaps import ink_gutters
 from ocrserve.engines.lite.grid import OcrLine
-from tests.support.helpers import letter_canvas
+from tests.support.helpers import justify, letter_canvas, noisy_scan
 from tests.support.lite import image_page_input, page_markdown
 
 ABSTRACT = (
@@ -39,26 +36,12 @@ RIGHT = (
 ) * 4
 
 
-def _justify(c, x: float, y: float, line: str, width: float, font: str, size: float, last: bool) -> None:
-    from reportlab.pdfbase.pdfmetrics import stringWidth
-
-    c.setFont(font, size)
-    words = line.split()
-    if last or len(words) < 2:
-        c.drawString(x, y, line)
-        return
-    space = (width - sum(stringWidth(w, font, size) for w in words)) / (len(words) - 1)
-    for w in words:
-        c.drawString(x, y, w)
-        x += stringWidth(w, font, size) + space
-
-
 def _column(c, text: str, x: float, y: float, width: float, font: str, size: float = 10, lead: float = 12) -> float:
     from reportlab.lib.utils import simpleSplit
 
     lines = simpleSplit(text, font, size, width)
     for k, ln in enumerate(lines):
-        _justify(c, x, y, ln, width, font, size, k == len(lines) - 1)
+        justify(c, x, y, ln, width, font, size, k == len(lines) - 1)
         y -= lead
     return y
 
@@ -80,20 +63,10 @@ def paper(path: Path) -> Path:
     return path
 
 
-def scan(pdf: Path, png: Path) -> Path:
-    doc = pdfium.PdfDocument(str(pdf))
-    img = doc[0].render(scale=150 / 72).to_pil().convert("L")
-    doc.close()
-    img = img.rotate(0.5, fillcolor=255, resample=Image.Resampling.BICUBIC)
-    a = np.asarray(img).astype(np.float32) + np.random.default_rng(11).normal(0, 10, (img.height, img.width))
-    Image.fromarray(np.clip(a, 0, 255).astype(np.uint8)).convert("RGB").save(png)
-    return png
-
-
 @pytest.fixture(scope="module")
 def page(tmp_path_factory) -> Path:
     d = tmp_path_factory.mktemp("gaps")
-    return scan(paper(d / "paper.pdf"), d / "paper.png")
+    return noisy_scan(paper(d / "paper.pdf"), d / "paper.png", dpi=150, angle=0.5, seed=11, sigma=10)
 
 
 def _words(text: str) -> list[str]:

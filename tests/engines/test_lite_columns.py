@@ -7,14 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-import pypdfium2 as pdfium
 import pytest
 from PIL import Image
 
 from ocrserve.engines.lite.columns import split_columns
 from ocrserve.engines.lite.rapid import ocr_lines
-from tests.support.helpers import letter_canvas
+from tests.support.helpers import justify, letter_canvas, noisy_scan
 from tests.support.lite import image_page_input, page_markdown, pdf_page_input
 
 LEFT = (
@@ -26,19 +24,6 @@ RIGHT = (
     "Harbour pilots keep their own charts of the bar and share them with the port office each week. "
     "Storms move the sand in a single night, so the charts are redrawn after every gale. "
 ) * 4
-
-
-def _justify(c, x: float, y: float, line: str, width: float, last: bool) -> None:
-    from reportlab.pdfbase.pdfmetrics import stringWidth
-
-    words = line.split()
-    if last or len(words) < 2:
-        c.drawString(x, y, line)
-        return
-    space = (width - sum(stringWidth(w, "Times-Roman", 11) for w in words)) / (len(words) - 1)
-    for w in words:
-        c.drawString(x, y, w)
-        x += stringWidth(w, "Times-Roman", 11) + space
 
 
 def two_columns(path: Path, gutter: float = 10, colw: float = 250, columns: int = 2) -> Path:
@@ -57,26 +42,16 @@ def two_columns(path: Path, gutter: float = 10, colw: float = 250, columns: int 
             c.setFont("Times-Roman", 11)
             head = simpleSplit(text[1:], "Times-Roman", 11, width - 32)[:3]
             for ln in head:
-                _justify(c, x + 32, y, ln, width - 32, False)
+                justify(c, x + 32, y, ln, width - 32, "Times-Roman", 11, False)
                 y -= 14
             text = text[1 + sum(len(h) + 1 for h in head) :]
         c.setFont("Times-Roman", 11)
         lines = simpleSplit(text, "Times-Roman", 11, width)
         for k, ln in enumerate(lines):
-            _justify(c, x, y, ln, width, k == len(lines) - 1)
+            justify(c, x, y, ln, width, "Times-Roman", 11, k == len(lines) - 1)
             y -= 14
     c.save()
     return path
-
-
-def scan(pdf: Path, png: Path) -> Path:
-    doc = pdfium.PdfDocument(str(pdf))
-    img = doc[0].render(scale=200 / 72).to_pil().convert("L")
-    doc.close()
-    img = img.rotate(0.6, fillcolor=255, resample=Image.BICUBIC)
-    a = np.asarray(img).astype(np.float32) + np.random.default_rng(5).normal(0, 12, (img.height, img.width))
-    Image.fromarray(np.clip(a, 0, 255).astype(np.uint8)).convert("RGB").save(png)
-    return png
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +59,8 @@ def docs(tmp_path_factory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("columns")
     pdf = two_columns(d / "two.pdf")
     one = two_columns(d / "one.pdf", columns=1)
-    return {"pdf": pdf, "png": scan(pdf, d / "two.png"), "one": scan(one, d / "one.png")}
+    scan = {"dpi": 200, "angle": 0.6, "seed": 5, "sigma": 12}
+    return {"pdf": pdf, "png": noisy_scan(pdf, d / "two.png", **scan), "one": noisy_scan(one, d / "one.png", **scan)}
 
 
 def _words(text: str) -> list[str]:

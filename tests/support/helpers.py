@@ -177,3 +177,32 @@ def start_chromium(chromium: str, profile: Path, window: str, timeout: float = 9
     except BaseException:
         stop_process(proc)
         raise
+
+
+def justify(c, x: float, y: float, line: str, width: float, font: str, size: float, last: bool) -> None:
+    """Draw `line` on a reportlab canvas justified to `width` (the last line of a paragraph left-aligned)."""
+    from reportlab.pdfbase.pdfmetrics import stringWidth
+
+    c.setFont(font, size)
+    words = line.split()
+    if last or len(words) < 2:
+        c.drawString(x, y, line)
+        return
+    space = (width - sum(stringWidth(w, font, size) for w in words)) / (len(words) - 1)
+    for w in words:
+        c.drawString(x, y, w)
+        x += stringWidth(w, font, size) + space
+
+
+def noisy_scan(pdf: Path, png: Path, dpi: float, angle: float, seed: int, sigma: float) -> Path:
+    """The PDF's first page as a scan: rendered in gray at `dpi`, turned `angle` degrees, Gaussian noise."""
+    import numpy as np
+    import pypdfium2 as pdfium
+
+    doc = pdfium.PdfDocument(str(pdf))
+    img = doc[0].render(scale=dpi / 72).to_pil().convert("L")
+    doc.close()
+    img = img.rotate(angle, fillcolor=255, resample=Image.Resampling.BICUBIC)
+    a = np.asarray(img).astype(np.float32) + np.random.default_rng(seed).normal(0, sigma, (img.height, img.width))
+    Image.fromarray(np.clip(a, 0, 255).astype(np.uint8)).convert("RGB").save(png)
+    return png
