@@ -33,13 +33,15 @@ def encode_png(img: Image.Image) -> bytes:
     return encode_pixels(np.asarray(img))
 
 
-def encode_pixels(a: np.ndarray) -> bytes:
+def encode_pixels(a: np.ndarray, *, stored: bool = False) -> bytes:
     """8-bit pixels, (H, W) gray or (H, W, 3) RGB, as PNG, lossless.
 
     A page whose pixels are all gray (R = G = B, most text pages) is written as 8-bit grayscale: a
     third of the bytes to compress and send, and decoded to RGB (as vLLM and the engines do) it is
     the same image, pixel for pixel. The PNG itself is the simplest valid one (no row filter, one
-    deflate stream at level 1, ISA-L's where installed): a few milliseconds a page.
+    deflate stream at level 1, ISA-L's where installed): a few milliseconds a page. `stored`: the
+    deflate stream's blocks stored, not compressed (zlib level 0): the same pixels in about ten times the
+    bytes, which a reader copies rather than inflates.
     """
     if a.ndim == 3 and _is_gray(a):
         a = a[..., 0]  # copied into the PNG rows below
@@ -52,7 +54,7 @@ def encode_pixels(a: np.ndarray) -> bytes:
     return (
         b"\x89PNG\r\n\x1a\n"
         + _png_chunk(b"IHDR", ihdr)
-        + _png_chunk(b"IDAT", _deflate.compress(raw, 1))
+        + _png_chunk(b"IDAT", zlib.compress(raw.tobytes(), 0) if stored else _deflate.compress(raw, 1))
         + _png_chunk(b"IEND", b"")
     )
 

@@ -7,8 +7,13 @@ a time, streamed, each kind `repeats` times after one warm-up request:
   processor, a vision tower step);
 - `page`: the prompt and a standard page (1632x2112, ~3,400 visual tokens), pre-encoded: plus the page's
   preprocessing in the API server, its vision tower and its prefill;
+- `page_stored`, `page_bmp`: the same pages' pixels in a PNG whose deflate blocks are stored (not
+  compressed) and in a BMP: what the API server saves decoding the page (its PIL decode of a compressed
+  PNG is single-threaded) against the bigger request;
 - the page's token times: to its first token, and to its `block_tokens`-th (a first block of Chandra's
   output, `<div data-bbox=".." data-label="Section-Header"><h1>Title</h1></div>`, is about 40 tokens).
+
+Each request body is serialized before its clock starts (the client's JSON encoding is not the server's).
 
 The server's own view of the same requests (vLLM's /metrics deltas: queue, prefill and first-token
 times) is taken per kind, so API-side preprocessing (TTFT seen by the client minus vLLM's queue +
@@ -28,6 +33,7 @@ import httpx
 
 from ocrserve.bench.load import _scrape, metrics_delta
 from ocrserve.engines import chat
+from ocrserve.png import encode_pixels
 from ocrserve.profiles import Profile
 
 # tokens of a typical first block of Chandra's output (a section header with its box and label)
@@ -42,11 +48,27 @@ def _tiny_png() -> bytes:
     return buf.getvalue()
 
 
+KINDS = ("text", "tiny", "page", "page_stored", "page_bmp")
+
+
+def page_encodings(png: bytes) -> dict[str, tuple[bytes, str]]:
+    """A page PNG's pixels in each encoding the probe compares: (bytes, MIME type) by kind."""
+    import numpy as np
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(png))
+    img.load()
+    bmp = io.BytesIO()
+    img.save(bmp, format="BMP")
+    stored = encode_pixels(np.asarray(img.convert("RGB") if img.mode not in ("L", "RGB") else img), stored=True)
+    return {"page": (png, "image/png"), "page_stored": (stored, "image/png"), "page_bmp": (bmp.getvalue(), "image/bmp")}
+
+
 def probe_bodies(model: str, profile: Profile, page_png: bytes, max_tokens: int) -> dict[str, dict[str, Any]]:
     """The request of each kind: the engines' Chandra request (engines/chat.py), streamed, fixed length."""
 
-    def body(png: bytes | None) -> dict[str, Any]:
-        url = chat.data_url(png or _tiny_png(), "image/png")
+    def body(image: bytes | None, mime: str = "image/png") -> dict[str, Any]:
+        url = chat.data_url(image or _tiny_png(), mime)
         return chat.body(model, url, profile.prompt, profile.sampling, max_tokens, stream=True, ignore_eos=True)
 
     text = body(None)
@@ -54,14 +76,17 @@ def probe_bodies(model: str, profile: Profile, page_png: bytes, max_tokens: int)
     for m in text["messages"]:
         if isinstance(m.get("content"), list):
             m["content"] = [p for p in m["content"] if p.get("type") == "text"]
-    return {"text": text, "tiny": body(None), "page": body(page_png)}
+    pages = {kind: body(image, mime) for kind, (image, mime) in page_encodings(page_png).items()}
+    return {"text": text, "tiny": body(None), **pages}
 
 
 async def _one(client: httpx.AsyncClient, url: str, body: dict[str, Any], block_tokens: int) -> dict[str, float]:
+    content = json.dumps(body).encode()
+    headers = {"content-type": "application/json"}
     t0 = time.perf_counter()
     first = block = None
     n = 0
-    async with client.stream("POST", url, json=body) as r:
+    async with client.stream("POST", url, content=content, headers=headers) as r:
         r.raise_for_status()
         async for line in r.aiter_lines():
             if not line.startswith("data: ") or line == "data: [DONE]":
@@ -102,19 +127,18 @@ async def latency_probe(
     out: dict[str, Any] = {"block_tokens": block_tokens, "repeats": len(page_pngs)}
     async with httpx.AsyncClient(timeout=timeout_s) as client:
         warm = probe_bodies(model, profile, page_pngs[0], block_tokens)
-        for kind in ("text", "tiny", "page"):
+        bodies = [probe_bodies(model, profile, png, block_tokens) for png in page_pngs]
+        for kind in KINDS:
             try:
                 await _one(client, url, warm[kind], block_tokens)
                 before = await _scrape(client, [root])
-                runs = []
-                for png in page_pngs:
-                    body = probe_bodies(model, profile, png, block_tokens)[kind]
-                    runs.append(await _one(client, url, body, block_tokens))
+                runs = [await _one(client, url, b[kind], block_tokens) for b in bodies]
             except httpx.HTTPError as e:  # a kind the server refuses is a result; the others go on
                 out[kind] = {"error": f"{type(e).__name__}: {e}"[:300]}
                 continue
             after = await _scrape(client, [root])
             rec: dict[str, Any] = {
+                "body_bytes": len(json.dumps(bodies[0][kind])),
                 "ttft_s": [round(r["ttft_s"], 4) for r in runs],
                 "ttft_median_s": round(statistics.median(r["ttft_s"] for r in runs), 4),
                 "server": metrics_delta(before, after),

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ocrserve.bench.latency import KINDS
 from ocrserve.bench.report import gpu_lines
 
 
@@ -193,13 +194,17 @@ def latency_lines(report: dict[str, Any]) -> list[str]:
             f"Idle latency, {name} ({lat['repeats']} requests a kind, streamed, after a warm-up; "
             f"first block = the {lat['block_tokens']}th token):",
             "",
-            "| kind | TTFT median s | first block median s | inter-token s | vLLM queue s | vLLM prefill s | vLLM TTFT s |",
-            "|---|---|---|---|---|---|---|",
+            "| kind | request bytes | TTFT median s | first block median s | inter-token s | vLLM queue s | "
+            "vLLM prefill s | vLLM TTFT s |",
+            "|---|---|---|---|---|---|---|---|",
         ]
-        for kind in ("text", "tiny", "page"):
+        for kind in KINDS:
+            if kind not in lat:
+                continue
             k, srv = lat.get(kind) or {}, (lat.get(kind) or {}).get("server") or {}
             out.append(
-                f"| {kind} | {k.get('ttft_median_s')} | {k.get('block_median_s')} | {k.get('inter_token_s')} | "
+                f"| {kind} | {k.get('body_bytes', '—')} | {k.get('ttft_median_s', k.get('error'))} | "
+                f"{k.get('block_median_s')} | {k.get('inter_token_s')} | "
                 f"{srv.get('queue_s')} | {srv.get('prefill_s')} | {srv.get('ttft_s')} |"
             )
         for what, v in (lat.get("split_s") or {}).items():

@@ -286,7 +286,7 @@ def test_the_latency_probes_text_kind_sends_no_image():
     from ocrserve.bench.latency import probe_bodies
     from ocrserve.profiles import load_profile
 
-    bodies = probe_bodies("chandra", load_profile("chandra-2"), b"\x89PNG page", 40)
+    bodies = probe_bodies("chandra", load_profile("chandra-2"), _page_png(), 40)
     parts = {
         k: [p["type"] for m in b["messages"] if isinstance(m["content"], list) for p in m["content"]]
         for k, b in bodies.items()
@@ -294,6 +294,46 @@ def test_the_latency_probes_text_kind_sends_no_image():
     assert "image_url" not in parts["text"] and "text" in parts["text"]
     assert parts["tiny"].count("image_url") == 1 and parts["page"].count("image_url") == 1
     assert bodies["page"]["stream"] and bodies["page"]["ignore_eos"] and bodies["page"]["max_tokens"] == 40
+
+
+def _page_png(mode: str = "L") -> bytes:
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    rng = np.random.default_rng(3)
+    a = np.full((64, 48) if mode == "L" else (64, 48, 3), 255, dtype=np.uint8)  # a white page, a noisy patch
+    a[8:24, 4:40] = rng.integers(0, 256, a[8:24, 4:40].shape, dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(a, mode).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("mode", ["L", "RGB"])
+def test_the_latency_probes_page_kinds_send_the_same_pixels_in_each_encoding(mode):
+    """page, page_stored (PNG, deflate blocks stored) and page_bmp: the same RGB pixels reach the server."""
+    import base64
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    from ocrserve.bench.latency import probe_bodies
+    from ocrserve.profiles import load_profile
+
+    bodies = probe_bodies("chandra", load_profile("chandra-1"), _page_png(mode), 40)
+
+    def pixels(kind: str) -> tuple[str, np.ndarray]:
+        parts = [p for m in bodies[kind]["messages"] if isinstance(m["content"], list) for p in m["content"]]
+        url = next(p["image_url"]["url"] for p in parts if p["type"] == "image_url")
+        head, data = url.split(",", 1)
+        return head, np.asarray(Image.open(io.BytesIO(base64.b64decode(data))).convert("RGB"))
+
+    (h0, a), (h1, b), (h2, c) = pixels("page"), pixels("page_stored"), pixels("page_bmp")
+    assert h0 == h1 == "data:image/png;base64" and h2 == "data:image/bmp;base64"
+    assert np.array_equal(a, b) and np.array_equal(a, c)
+    assert len(json.dumps(bodies["page_stored"])) > len(json.dumps(bodies["page"]))  # a white page compresses
 
 
 def test_a_failing_measurement_keeps_its_traceback(tmp_path):

@@ -160,3 +160,23 @@ def test_one_coloured_value_anywhere_keeps_the_page_rgb():
         a[y, x, c] ^= 1
         assert not _is_gray(a), (y, x, c)
         assert not _is_gray(np.ascontiguousarray(a[:, ::-1])), (y, x, c)
+
+
+def test_a_stored_png_holds_the_same_pixels_uncompressed():
+    """encode_pixels(stored=True): deflate blocks stored (zlib level 0), what a reader copies rather than
+    inflates; Pillow reads the same pixels, in gray and in colour, and the file is the raw rows' size."""
+    import zlib
+
+    import numpy as np
+
+    from ocrserve.png import encode_pixels
+
+    for img in (_page(color=False), _page(color=True)):
+        a = np.asarray(img)
+        packed, stored = encode_pixels(a), encode_pixels(a, stored=True)
+        assert np.array_equal(np.asarray(Image.open(io.BytesIO(stored)).convert("RGB")), a)
+        channels = 1 if np.asarray(Image.open(io.BytesIO(packed))).ndim == 2 else 3
+        rows = a.shape[0] * (a.shape[1] * channels + 1)
+        assert len(stored) >= rows > len(packed)
+        idat = stored[stored.index(b"IDAT") + 4 :]
+        assert zlib.decompressobj().decompress(idat[:2]) == b"" and idat[2] & 0x06 == 0  # block type 00: stored
