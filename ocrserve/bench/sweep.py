@@ -192,7 +192,8 @@ class Sweep:
                 argv = serve_argv(
                     cfg, model, self.port, dry_run=True, gpu_memory_gib=self.gpu_memory_gib, vllm_bin=self.vllm_bin
                 )
-                p = subprocess.run(argv, capture_output=True, text=True, env=self.env, timeout=300)
+                # planned in the environment the server will run in (a configuration's env over the sweep's)
+                p = subprocess.run(argv, capture_output=True, text=True, env={**self.env, **cfg.env}, timeout=300)
                 rec.update(parse_plan(p.stdout), model=model, plan_exit_code=p.returncode)
                 if p.returncode != 0:
                     rec["error"] = (p.stderr or p.stdout).strip()[-800:]

@@ -180,7 +180,7 @@ def test_sweep_runs_each_config_through_ocrserve_serve(tmp_path):
     """Two configurations, servers started by `ocrserve serve` with a stand-in vLLM, one load each, one table."""
     configs = [
         {"name": "base", "prefill_probe": True, "serve_args": ["--renderer-workers", "0"]},
-        {"name": "renderer", "pages": 4, "vllm_args": ["--renderer-num-workers", "8"], "env": {"OMP_NUM_THREADS": "3"}},
+        {"name": "renderer", "pages": 4, "vllm_args": ["--renderer-num-workers", "8"], "env": {"OMP_NUM_THREADS": "7"}},
         {"name": "broken", "profile": "no-such-profile"},
     ]
     spec = _run_spec(tmp_path, configs, pages=6, defaults={"concurrency": 3}, prefill_pages=3)
@@ -200,9 +200,12 @@ def test_sweep_runs_each_config_through_ocrserve_serve(tmp_path):
     assert "--renderer-num-workers 8" in res["renderer"]["vllm_commands"][0]
     assert "--renderer-num-workers" not in res["base"]["vllm_commands"][0]
     assert "standin_vllm flags:" in res["renderer"]["log_tail"]
-    # a configuration's env reaches its server (and only its own)
-    assert "standin_vllm OMP_NUM_THREADS=3" in res["renderer"]["log_tail"]
-    assert "standin_vllm OMP_NUM_THREADS=3" not in res["base"]["log_tail"]
+    # a configuration's env reaches its server (and only its own), and its plan: where the env sets
+    # OMP_NUM_THREADS, serve leaves it as it is (7: more than serve's own cap of 4), else serve sets its own
+    assert "standin_vllm OMP_NUM_THREADS=7" in res["renderer"]["log_tail"]
+    assert "standin_vllm OMP_NUM_THREADS=7" not in res["base"]["log_tail"]
+    assert "OMP_NUM_THREADS=" not in res["renderer"]["plan"]["commands"][0]
+    assert "OMP_NUM_THREADS=" in res["base"]["plan"]["commands"][0]
     # overlap 2: the second server started while the first was measured, each told its share of the card
     assert res["renderer"]["started_at_s"] < res["base"]["started_at_s"] + 30
     for n in ("base", "renderer"):
