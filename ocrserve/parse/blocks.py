@@ -10,6 +10,7 @@ from selectolax.lexbor import LexborNode
 
 from ocrserve.document import BboxSource, Block, Page
 from ocrserve.profiles import Profile, load_profile
+from ocrserve.render.html_reuse import vouch, within_render_rules
 from ocrserve.render.markdown import block_markdown, node_text
 from ocrserve.sanitize import MathStore, prepare_fragment, serialize_children, serialize_nodes
 
@@ -102,6 +103,7 @@ def parse_output(
     tags = set(prof.allowed_tags) | {"div"}
     # + an ordered list's `start` (upstream's allow-list drops it: exercises 150-158 would read 1-9)
     attrs = set(prof.allowed_attrs) | {"data-bbox", "data-label", "start"}
+    reusable = within_render_rules(tags, attrs)  # the HTML renderer may write these blocks' HTML as is
 
     stripped = raw.rstrip()
     if truncated is None:
@@ -130,6 +132,8 @@ def parse_output(
             text=node_text(node, st),
         )
         block.markdown = block_markdown(block, node, st)
+        if reusable:
+            vouch(block)
         if block.text.strip() or block.markdown.strip() or label != "Text":
             page.blocks.append(block)
 

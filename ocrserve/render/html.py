@@ -1,7 +1,9 @@
 """Standalone HTML: every block keeps data-label and its normalized data-bbox; figures link to crops.
 
 Block HTML is sanitized again here (whitelisted tags and attributes, escaped text), so a Document
-loaded from anywhere cannot put a script, an event handler or a `javascript:` URL into the page.
+loaded from anywhere cannot put a script, an event handler or a `javascript:` URL into the page; a
+block the parser's serializer wrote in this process is written as is where that pass provably changes
+nothing (render/html_reuse.py).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ocrserve.labels import RENDER_ATTRS, RENDER_TAGS
+from ocrserve.render.html_reuse import reused_html
 from ocrserve.sanitize import escape_attr, prepare_fragment, safe_url, serialize_children
 
 if TYPE_CHECKING:
@@ -77,7 +80,9 @@ def render_html(doc: Document, *, title: str | None = None) -> str:
             out.append(f'<p class="error">Page {int(page.index) + 1} failed: {htmllib.escape(page.error or "")}</p>')
         for b in page.blocks:
             box = " ".join(_num(v) for v in b.bbox_norm)
-            inner = safe_block_html(b.html)
+            inner = reused_html(b)  # the parser's own output, when sanitizing it again changes nothing
+            if inner is None:
+                inner = safe_block_html(b.html)
             if b.figure and safe_url(b.figure):
                 inner = _figure_html(b, inner)
             out.append(

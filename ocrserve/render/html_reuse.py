@@ -1,0 +1,96 @@
+"""A block's HTML written by the parser's own serializer, reused as is by the HTML renderer when
+sanitizing it again would give it back unchanged (issue 28, item 5: the second sanitize was a fifth of
+the client's parent-process CPU).
+
+The parser marks a block (`vouch`) only when its HTML is the output of `serialize_children` under a
+whitelist within the renderer's (RENDER_TAGS, RENDER_ATTRS); the mark holds the exact string it vouches
+for, so a block whose HTML changed since, one loaded from JSON or built by other code (no mark) is
+sanitized as before. Security therefore rests on the serializer (whitelisted tags and attributes only,
+every text and value escaped), as the renderer's own output does.
+
+Byte-identity with `safe_block_html` is not assumed: the sanitizer is not idempotent on all of its own
+output (`&#1;` becomes a control character the second pass drops; `<p>a<marquee><p>b` leaves nested
+paragraphs the HTML parser splits when it reads them again; a `<pre>` whose text starts with a line
+break loses it). `reused_html` answers the HTML only when the renderer's pass provably changes nothing:
+
+1. no character the sanitizer's first step removes (controls, noncharacters, our private-use range);
+2. every `<math>` element is exactly the one the renderer writes back for its formula;
+3. the nesting limit leaves the text alone;
+4. Lexbor's tree of that text, serialized by Lexbor, is the text itself in Lexbor's escaping (`_lexbor_form`).
+
+Given the mark, (4) says the tree the renderer parses is the tree the HTML spells with its tags, no
+element moved, split, added or dropped and no text changed. Its tags and attributes are the
+serializer's, within the renderer's whitelist, with values the serializer checked, and its nesting is
+at most MAX_DEPTH - 1 below the block (the parser flattened it below its layout div), so the sanitizer
+removes nothing; serializing it writes every tag and attribute as the parser's serializer did, every
+text escaped alike, and each formula back as (2) checked: the same string.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from ocrserve.labels import RENDER_ATTRS, RENDER_TAGS
+from ocrserve.sanitize import (
+    DROP_WITH_CONTENT,
+    MathStore,
+    clean_text,
+    limit_raw_nesting,
+    math_html,
+    parse_fragment,
+    protect_math,
+)
+
+if TYPE_CHECKING:
+    from ocrserve.document import Block
+
+_MARK = "_sanitized_html"  # a key of the block's __dict__, not a field: never in JSON, not compared by ==
+_RENDER_TAGS = {t.lower() for t in RENDER_TAGS} - DROP_WITH_CONTENT
+_RENDER_ATTRS = {a.lower() for a in RENDER_ATTRS}
+# a tag of the serializer's up to its first attribute without a value (` checked`), which Lexbor writes `checked=""`
+_EMPTY_ATTR = re.compile(r'(<[a-z][a-z0-9]*(?: [a-z][a-z0-9_-]*(?:="[^"]*")?)*? [a-z][a-z0-9_-]*)(?=[ >])')
+
+
+def within_render_rules(tags: set[str], attrs: set[str]) -> bool:
+    """True when a whitelist allows nothing the renderer's does not."""
+    return {t.lower() for t in tags} - DROP_WITH_CONTENT <= _RENDER_TAGS and {a.lower() for a in attrs} <= _RENDER_ATTRS
+
+
+def vouch(block: Block) -> None:
+    """Mark block.html as written by the parser's serializer under a whitelist within the renderer's
+    (the caller checked it with `within_render_rules`)."""
+    object.__setattr__(block, _MARK, block.html)
+
+
+def _lexbor_form(html: str) -> str:
+    """The serializer's HTML as Lexbor writes the same tree: a no-break space as `&nbsp;`, `'` and the `=`
+    of `on...=` in attribute values as themselves (the serializer writes `&#x27;` and `&#61;` only there:
+    in text an `&` is always `&amp;`), an attribute without a value as `name=""`."""
+    out = html.replace("\xa0", "&nbsp;").replace("&#x27;", "'").replace("&#61;", "=")
+    while True:
+        nxt = _EMPTY_ATTR.sub(r'\1=""', out)
+        if nxt == out:
+            return out
+        out = nxt
+
+
+def reused_html(block: Block) -> str | None:
+    """block.html when the parser vouched for it and sanitizing it again provably gives it back; else None."""
+    html = block.html
+    if block.__dict__.get(_MARK) != html or not isinstance(html, str):
+        return None
+    if not html:
+        return html
+    if clean_text(html) != html:  # (1)
+        return None
+    store = MathStore()
+    protected = protect_math(html, store)
+    if math_html(store, protected) != html:  # (2)
+        return None
+    if limit_raw_nesting(protected) != protected:  # (3)
+        return None
+    body = parse_fragment(protected).body
+    if body is None or body.inner_html != _lexbor_form(protected):  # (4)
+        return None
+    return html

@@ -1,0 +1,226 @@
+"""The HTML renderer writes a block's HTML as the parser's serializer wrote it, without sanitizing it a
+second time, only where that second pass provably changes nothing (render/html_reuse.py): the output is
+byte for byte the one of sanitizing every block again, and HTML from anywhere else is still sanitized."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import pickle
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ocrserve import Document, parse_output, render_html
+from ocrserve.document import Block, Page
+from ocrserve.render import html as html_mod
+from ocrserve.render.html import safe_block_html
+from ocrserve.render.html_reuse import reused_html
+from tests.fakes.standin_answers import chandra_output
+from tests.support.corpus_util import corpus_files, doc_of, profile_for, unsafe_html_findings
+
+TESTS = Path(__file__).resolve().parents[1]
+SHARED = TESTS.parents[1] / "shared" / "chandra"
+
+
+def _raw_outputs_in_tests() -> list[str]:
+    """Every string constant of the test modules that holds a layout block (the tests' model answers)."""
+    out = []
+    for path in sorted(TESTS.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and "data-label" in node.value:
+                out.append(node.value)
+    return out
+
+
+def _raw_outputs() -> list[tuple[str, str]]:
+    raws = [(p.read_text(encoding="utf-8"), profile_for(p)) for p in corpus_files()]
+    raws += [(s, prof) for s in _raw_outputs_in_tests() for prof in ("chandra-1", "chandra-2")]
+    raws += [(p.read_text(encoding="utf-8"), "chandra-1") for p in sorted(SHARED.glob("*.txt"))]
+    for i in range(24):  # the stand-in server's answers (what the client CPU bench parses)
+        raws.append((chandra_output(hashlib.sha256(str(i).encode()).hexdigest(), 1632, 2112), "chandra-1"))
+    return raws
+
+
+def _fresh(doc: Document) -> Document:
+    """The same document as loaded from its JSON: no block vouched for, every block sanitized again."""
+    return Document.model_validate_json(doc.model_dump_json())
+
+
+def _check_blocks(page: Page) -> tuple[int, int]:
+    reused = 0
+    for b in page.blocks:
+        got = reused_html(b)
+        if got is not None:
+            assert got == safe_block_html(b.html), b.html
+            reused += 1
+    return reused, len(page.blocks)
+
+
+def test_output_is_the_one_of_sanitizing_every_block_again():
+    reused = total = 0
+    for raw, profile in _raw_outputs():
+        page = parse_output(raw, profile, (612, 792))
+        r, n = _check_blocks(page)
+        reused, total = reused + r, total + n
+        doc = doc_of(page)
+        assert render_html(doc) == render_html(_fresh(doc))
+    assert total > 300 and reused >= 0.9 * total, (reused, total)  # the skip is the common case
+
+
+def test_the_parsers_blocks_are_not_sanitized_again(monkeypatch):
+    pages = [
+        parse_output(chandra_output(hashlib.sha256(str(i).encode()).hexdigest(), 1632, 2112), "chandra-1", (612, 792))
+        for i in range(6)
+    ]
+    doc = doc_of(*pages)
+    calls: list[str] = []
+
+    def counting(html: str) -> str:
+        calls.append(html)
+        return safe_block_html(html)
+
+    monkeypatch.setattr(html_mod, "safe_block_html", counting)
+    out = render_html(doc)
+    assert calls == []  # was: every block
+    assert out == render_html(_fresh(doc)) and len(calls) == sum(len(p.blocks) for p in pages)
+
+
+# the sanitizer's output it changes when it reads it again: the check must decline each of these
+NOT_FIXED_POINTS = [
+    "<p>a<marquee><p>b</p></marquee></p>",  # nested paragraphs once the marquee is unwrapped
+    "<ul><li>a<marquee><li>b</li></marquee></li></ul>",
+    "<p>a&#1;b</p>",  # a control character from a reference, dropped by the second pass
+    "<p>a&#13;b</p>",  # a carriage return, read back as a line feed
+    "<pre>\n\ncode</pre>",  # the parser drops a <pre>'s first line break each time
+    "<p>x<script></script>\ny</p><pre><script></script>\nq</pre>",
+    '<a href="x"><table><a href="y">z</a></table></a>',  # nested links the parser makes, and undoes
+    "<p>a&#xE001;b</p>",  # our private-use range, cleared by the second pass
+]
+
+
+@pytest.mark.parametrize("inner", NOT_FIXED_POINTS)
+def test_a_block_the_second_pass_would_change_is_sanitized_again(inner):
+    page = parse_output(f'<div data-bbox="[0, 0, 500, 500]" data-label="Text">{inner}</div>', "chandra-1", (612, 792))
+    assert page.blocks and any(safe_block_html(b.html) != b.html for b in page.blocks)
+    for b in page.blocks:
+        if safe_block_html(b.html) != b.html:
+            assert reused_html(b) is None
+    doc = doc_of(page)
+    assert render_html(doc) == render_html(_fresh(doc))
+
+
+def test_html_the_parser_did_not_write_is_sanitized():
+    hostile = '<p onclick="alert(1)">x</p><script>alert(1)</script><a href="javascript:alert(1)">y</a>'
+    built = Block(index=0, label="Text", bbox=[0, 0, 1, 1], bbox_norm=[0, 0, 1, 1], html=hostile)
+    parsed = parse_output('<div data-label="Text"><p>ok</p></div>', "chandra-1", (612, 792))
+    changed = parsed.blocks[0]
+    assert reused_html(changed) == "<p>ok</p>"
+    changed.html = hostile  # changed after the parser vouched for it
+    copied = parsed.blocks[0].model_copy(update={"html": hostile})
+    loaded = Block.model_validate_json(built.model_dump_json())
+    for b in (built, changed, copied, loaded):
+        assert reused_html(b) is None
+        out = render_html(doc_of(Page(index=0, width=612, height=792, blocks=[b])))
+        assert not unsafe_html_findings(
+            out, {"p", "a", "div", "section", "html", "head", "body", "title", "meta", "style"}
+        )
+        assert "<script" not in out and "onclick" not in out and "javascript:" not in out
+
+
+def test_the_mark_travels_with_the_block_but_not_into_json():
+    page = parse_output('<div data-label="Text"><p>a &amp; b</p></div>', "chandra-1", (612, 792))
+    b = page.blocks[0]
+    assert reused_html(pickle.loads(pickle.dumps(b))) == b.html  # the render workers' pipe
+    assert reused_html(b.model_copy(update={"index": 3})) == b.html  # fill_in's copies
+    assert "_sanitized" not in b.model_dump_json() and Block.model_validate_json(b.model_dump_json()) == b
+
+
+def test_a_profile_allowing_more_than_the_renderer_is_not_vouched_for():
+    from ocrserve.profiles import load_profile
+
+    wide = load_profile("chandra-1").model_copy(update={"allowed_tags": [*load_profile("chandra-1").allowed_tags, "q"]})
+    page = parse_output('<div data-label="Text"><p>a <q>b</q></p></div>', wide, (612, 792))
+    assert page.blocks[0].html == "<p>a <q>b</q></p>" and reused_html(page.blocks[0]) is None
+    assert "<q>" not in render_html(doc_of(page))
+
+
+# ------------------------------------------------------------------ fuzzed model output
+
+PIECES = [
+    '<div data-bbox="[10, 20, 300, 400]" data-label="Text">',
+    '<div data-label="Table">',
+    "</div>",
+    "<p>",
+    "</p>",
+    "<table>",
+    "<tr>",
+    "<td colspan=2>",
+    "</td>",
+    "<th>",
+    "</table>",
+    "<caption>",
+    "<ul><li>",
+    "<li>",
+    "</li></ul>",
+    "<ol start=3>",
+    "<math>",
+    "</math>",
+    '<math display="block">',
+    "<b>",
+    "</b>",
+    "<i>",
+    "<a href='x'>",
+    "</a>",
+    "<br>",
+    "<hr>",
+    "<h1>",
+    "</h2>",
+    '<input type="checkbox" checked>',
+    "<img alt='it&#39;s \"q\" onerror=x'>",
+    '<span style="color:red">',
+    "<pre>",
+    "<pre>\n",
+    "</pre>",
+    "<code>",
+    "<marquee>",
+    "<blink>",
+    "<script>",
+    "</script>",
+    "<svg>",
+    "<!--",
+    "-->",
+    "<col>",
+    "<wbr>",
+    "<select>",
+    "<xmp>",
+    "&#1;",
+    "&#13;",
+    "\r\n",
+    "&#xE000;0&#xE001;",
+    "&nbsp;",
+    "\xa0",
+    "&amp;lt;",
+    "&",
+    "<",
+    ">",
+    '"',
+    "'",
+    "=",
+    "\n",
+    " ",
+    "<span>" * 30,
+    "</span>" * 7,
+]
+fuzzed = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=8)), max_size=40).map("".join)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(fuzzed, st.sampled_from(["chandra-1", "chandra-2"]))
+def test_fuzzed_output_is_the_one_of_sanitizing_every_block_again(raw, profile):
+    page = parse_output(raw, profile, (612, 792))
+    _check_blocks(page)
+    doc = doc_of(page)
+    assert render_html(doc) == render_html(_fresh(doc))
