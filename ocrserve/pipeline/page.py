@@ -40,10 +40,10 @@ def finish_page(
     if image_size:
         page.image_width, page.image_height = image_size
     if staging and png and Path(staging).is_dir() and any(b.label in FIGURE_LABELS for b in page.blocks):
-        from ocrserve.png import decode_png
-        from ocrserve.render.figures import crop_figures
+        from ocrserve.render.figures import crop_figures_png
 
-        crop_figures(page, decode_png(png), Path(staging), prefix)  # a gray page stays gray: no RGB copy
+        # the page inflated down to the lowest figure only, the crops cut from its rows (a gray page stays gray)
+        crop_figures_png(page, png, Path(staging), prefix)
     page.timings = PageTimings(parse_s=time.perf_counter() - t0)
     return page
 
