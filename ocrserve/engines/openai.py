@@ -5,7 +5,9 @@ as the model expects it: one user turn, the page PNG as a data URL first, then t
 byte for byte, with the profile's sampling (engines/chat.py builds it: the base64 image spliced into a
 cached JSON template). The HTTP side (URL, answers, errors) is openai_http.py; the server's model list
 (preflight, the served model's profile and name) openai_models.py; several servers as one engine is
-openai_multi.py; a page's attempts over them openai_page.py; the loop / cut-off ladder is policy.py.
+openai_multi.py; a page's attempts over them openai_page.py; the loop / cut-off ladder is policy.py;
+the client's connection pool (httpcore's, without its per-request cost in the square of the
+connections) openai_pool.py.
 
 Retries (the engine owns them; it never raises for a page):
 - a repetition loop or an answer cut off at max_tokens -> again with the profile's retry sampling,
@@ -58,6 +60,7 @@ from ocrserve.engines.openai_http import (
 )
 from ocrserve.engines.openai_models import first_served, models_ready, preflight_card, profile_for_card
 from ocrserve.engines.openai_page import ocr_page
+from ocrserve.engines.openai_pool import linear_pools
 from ocrserve.engines.policy import Ladder
 from ocrserve.engines.registry import register_engine
 from ocrserve.profiles import Profile, load_profile
@@ -79,6 +82,7 @@ class _Session:
     client: httpx.AsyncClient
     sem: asyncio.Semaphore  # requests in flight
     model_lock: asyncio.Lock  # one GET /models when the served model is not known yet
+    chat_url: httpx.URL  # base_url + /chat/completions, merged once (httpx parses a relative URL per request)
 
 
 class OpenAIOptions(EngineOptions):
@@ -200,7 +204,9 @@ class OpenAIEngine(Engine):
                     keepalive_expiry=_KEEPALIVE_S,
                 ),
             )
-            self._session = _Session(loop, client, asyncio.Semaphore(self._concurrency), asyncio.Lock())
+            linear_pools(client)
+            chat_url = client.build_request("POST", "/chat/completions").url
+            self._session = _Session(loop, client, asyncio.Semaphore(self._concurrency), asyncio.Lock(), chat_url)
         return self._session
 
     async def aclose(self) -> None:
@@ -265,12 +271,12 @@ class OpenAIEngine(Engine):
         return want
 
     async def _send(
-        self, client: httpx.AsyncClient, body: bytes, stream: bool, on_delta: Deltas | None, max_tokens: int
+        self, session: _Session, body: bytes, stream: bool, on_delta: Deltas | None, max_tokens: int
     ) -> Answer:
         deadline = self.deadline(max_tokens)
         try:
             async with asyncio.timeout(deadline):
-                async with client.stream("POST", "/chat/completions", content=body) as r:
+                async with session.client.stream("POST", session.chat_url, content=body) as r:
                     if r.status_code != 200:
                         await r.aread()
                         check_status(r)
@@ -310,7 +316,7 @@ class OpenAIEngine(Engine):
             if deltas is not None:
                 await deltas.reset()
             async with session.sem:
-                ans = await self._send(session.client, body, stream, deltas, max_tokens)
+                ans = await self._send(session, body, stream, deltas, max_tokens)
         except Retry as e:
             if e.down:
                 self.breaker.failed(e.reason, probe)
