@@ -14,8 +14,16 @@ from pathlib import Path
 
 import pytest
 
+from ocrserve.engines.lite import rapid
 from tests.fakes.standin import StandIn, start_standin
 from tests.support.api import API_ENV, ApiProcess, make_docs, shared_api
+
+# RapidOCR run in a test process (tests that call lite_raw_for or ocr_lines directly) on one onnxruntime
+# thread: the suite's 2 xdist workers share CI's 2 cores, and onnxruntime's default (a thread per core,
+# spinning while it waits for work) took twice the time for a page there (a 1700x2200 scan: 12 s -> 6 s,
+# two processes side by side). Same words: a thread count splits the work, not the arithmetic. The lite
+# engine's own worker processes set theirs (rapid._worker_init), as a user's run does.
+rapid._THREADS = 1
 
 _SESSION: dict[str, StandIn] = {}
 
