@@ -5,9 +5,7 @@ as the model expects it: one user turn, the page PNG as a data URL first, then t
 byte for byte, with the profile's sampling (engines/chat.py builds it: the base64 image spliced into a
 cached JSON template). The HTTP side (URL, answers, errors) is openai_http.py; the server's model list
 (preflight, the served model's profile and name) openai_models.py; several servers as one engine is
-openai_multi.py; a page's attempts over them openai_page.py; the loop / cut-off ladder is policy.py;
-the client's connection pool (httpcore's, without its per-request cost in the square of the
-connections) openai_pool.py.
+openai_multi.py; a page's attempts over them openai_page.py; the loop / cut-off ladder is policy.py.
 
 Retries (the engine owns them; it never raises for a page):
 - a repetition loop or an answer cut off at max_tokens -> again with the profile's retry sampling,
@@ -60,7 +58,6 @@ from ocrserve.engines.openai_http import (
 )
 from ocrserve.engines.openai_models import first_served, models_ready, preflight_card, profile_for_card
 from ocrserve.engines.openai_page import ocr_page
-from ocrserve.engines.openai_pool import linear_pools
 from ocrserve.engines.policy import Ladder
 from ocrserve.engines.registry import register_engine
 from ocrserve.profiles import Profile, load_profile
@@ -204,7 +201,6 @@ class OpenAIEngine(Engine):
                     keepalive_expiry=_KEEPALIVE_S,
                 ),
             )
-            linear_pools(client)
             chat_url = client.build_request("POST", "/chat/completions").url
             self._session = _Session(loop, client, asyncio.Semaphore(self._concurrency), asyncio.Lock(), chat_url)
         return self._session
