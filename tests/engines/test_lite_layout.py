@@ -350,11 +350,14 @@ def _list_scan(path, bullets: bool):
 def test_bullets_of_a_noisy_sideways_scan_make_a_list(tmp_path):
     import ocrserve
 
-    doc = ocrserve.convert(_list_scan(tmp_path / "list.jpg", bullets=True))[0].document
-    blocks = doc.pages[0].blocks
+    # both scans in one run: one start of the lite workers (and their RapidOCR) instead of two
+    listed, plain = ocrserve.convert(
+        [_list_scan(tmp_path / "list.jpg", bullets=True), _list_scan(tmp_path / "plain.jpg", bullets=False)]
+    )
+    assert (Path(listed.path).name, Path(plain.path).name) == ("list.jpg", "plain.jpg")
+    blocks = listed.document.pages[0].blocks
     lists = [b for b in blocks if b.label == "List-Group"]
     assert len(lists) == 1 and lists[0].html.count("<li>") == 4, [(b.label, b.text) for b in blocks]
     assert "two laptops with chargers" in lists[0].text
     # the same note without bullet marks stays running text (the mark decides, not the indent)
-    doc = ocrserve.convert(_list_scan(tmp_path / "plain.jpg", bullets=False))[0].document
-    assert not [b for b in doc.pages[0].blocks if b.label == "List-Group"]
+    assert not [b for b in plain.document.pages[0].blocks if b.label == "List-Group"]
