@@ -70,8 +70,13 @@ def one_torch_thread():
     torch.set_num_threads(threads)
 
 
+_MADE: list[Path] = []  # the tiny model's folder, made once a test process (three modules use it; none writes to it)
+
+
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory) -> Path:
+    if _MADE and _MADE[0].is_dir():
+        return _MADE[0]
     assert SHAPE_TAR is not None, "shared/gpu/models/chandra1-shape.tar.xz is needed beside the repository"
     out = tmp_path_factory.mktemp("tiny-qwen3vl")
     with tarfile.open(SHAPE_TAR) as tar:
@@ -96,6 +101,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     model = transformers.Qwen3VLForConditionalGeneration(transformers.Qwen3VLConfig(**cfg))
     model.save_pretrained(out)
     shutil.rmtree(out / "src")
+    _MADE[:] = [out]
     return out
 
 
