@@ -23,6 +23,8 @@ from selectolax.lexbor import LexborHTMLParser, LexborNode
 
 # placeholders for math live in the Unicode private use area; the raw text is cleared of it first
 _PUA = re.compile("[\ue000-\ue00f]")
+# and of character references to it (`&#xE000;`, `&#57345`: the HTML parser would decode them into placeholders)
+_PUA_REF = re.compile(r"&#(?:[xX]0*[eE]00[0-9a-fA-F](?![0-9a-fA-F])|0*573(?:4[4-9]|5[0-9])(?![0-9]));?")
 MATH_OPEN, MATH_CLOSE = "\ue000", "\ue001"
 MATH_REF = re.compile("\ue000(\\d+)\ue001")
 # a formula ends at </math>; an unterminated one at the next <math>, at the end of its paragraph,
@@ -115,8 +117,11 @@ class MathStore:
 
 
 def clean_text(raw: str) -> str:
-    """Drop characters no document contains and no parser should see: controls, surrogates, our PUA."""
+    """Drop characters no document contains and no parser should see: controls, surrogates, our PUA (also
+    written as a character reference)."""
     raw = _PUA.sub("", raw)
+    while (cleared := _PUA_REF.sub("", raw)) != raw:  # `&#x&#xE000;E000;` leaves a reference behind
+        raw = cleared
     return _BAD_CHARS.sub("", raw)
 
 

@@ -257,3 +257,18 @@ def test_an_ordered_lists_start_is_kept_on_purpose():
     (block,) = parse_output(raw, load_profile("chandra-2"), (1000, 1000)).blocks
     assert 'start="150"' in block.html
     assert block_markdown(block).strip().splitlines() == ["150. One", "151. Two"]
+
+
+@pytest.mark.parametrize(
+    "ref", ["&#xE000;0&#xE001;", "&#57344;0&#57345;", "&#x0e000;0&#xe001", "&#x&#xE000;E000;0&#xE001;", "&#xE00F;"]
+)
+def test_a_character_reference_to_the_math_placeholders_is_no_formula(ref):
+    """Text that spells our math placeholders (U+E000-U+E00F) as character references: the HTML parser
+    would decode them into a placeholder, and the block would show a copy of its first formula."""
+    page = parse_output(f'<div data-label="Text"><p>a {ref} b <math>x^2</math></p></div>')
+    b = page.blocks[0]
+    assert b.html.count("<math>") == 1 and b.markdown.count("$x^2$") == 1
+    assert not any("\ue000" <= ch <= "\ue00f" for ch in b.html + b.markdown + b.text)
+    # references next to the range are characters as before
+    text = parse_output('<div data-label="Text"><p>&#x1F600; &#xE0001; &#xE010; &#57360;</p></div>').blocks[0].text
+    assert text.split() == ["\U0001f600", "\U000e0001", "\ue010", "\ue010"]
