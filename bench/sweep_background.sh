@@ -22,8 +22,10 @@ case $verb in
     mkdir -p "$res"
     res=$(cd "$res" && pwd)
     rm -rf "$res/src" && mkdir -p "$res/src" && cp -r ocrserve bench "$res/src/"
-    (cd "$res/src" && setsid nohup bash -c 'python3 -m ocrserve bench sweep "$@" > "$0/sweep.log" 2>&1; echo $? > "$0/rc"' "$res" "$@" \
-      > /dev/null 2>&1 < /dev/null &)
+    # the subshell's own output goes to /dev/null too: it waits for the sweep, and a caller reading this
+    # script's output through a pipe (subprocess.run, the device tool) waited with it while it held the pipe
+    (cd "$res/src" && setsid nohup bash -c 'python3 -m ocrserve bench sweep "$@" > "$0/sweep.log" 2>&1; echo $? > "$0/rc"' "$res" "$@") \
+      > /dev/null 2>&1 < /dev/null &
     echo "started in the background: $res/sweep.log"
     ;;
   wait)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "sweep_background.sh"
 
-# a stand-in `python3 -m ocrserve bench sweep`: waits until told, then needs its working directory
+# a stand-in `python3 -m ocrserve bench sweep`: waits until told (told only once `start` has returned: a
+# `start` that waits for the sweep fails it), then needs its working directory
 FAKE_MAIN = """
 import os, sys, time
 from pathlib import Path
@@ -20,6 +21,8 @@ for _ in range(400):
     if go.exists():
         break
     time.sleep(0.05)
+else:
+    sys.exit("never told to go: `start` did not return while the sweep ran")
 print("cwd", os.getcwd(), "args", sys.argv[1:])
 print("spec", Path("bench/sweeps/spec.json").read_text())
 """
