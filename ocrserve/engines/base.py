@@ -157,6 +157,15 @@ class EngineOptions(BaseModel):
             raise EngineError(f"engine {engine!r}: {bad}") from None
 
 
+class GenerationOptions(EngineOptions):
+    """The options every engine that runs Chandra takes (openai, hf, vllm), declared once here: a page's
+    output budget and the retries of an answer that loops or is cut off (engines/policy.py's Ladder)."""
+
+    max_tokens: int | None = Field(None, ge=1, description="output token limit a page (unset: the profile's)")
+    max_retries: int | None = Field(None, ge=0, description="retries of a looping answer (unset: the profile's)")
+    ignore_eos: bool = Field(False, description="benchmarks: always generate max_tokens, retry nothing")
+
+
 def deadline_option(description: str) -> Any:
     """An engine's `timeout`: the seconds (more than 0) a piece of its work may take; unset (None): the
     default its description names."""

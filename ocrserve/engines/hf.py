@@ -34,7 +34,7 @@ from typing import Any
 from PIL import Image
 from pydantic import Field
 
-from ocrserve.engines.base import DeltaCallback, Engine, EngineError, EngineOptions, EngineResult, PageInput
+from ocrserve.engines.base import DeltaCallback, Engine, EngineError, EngineResult, GenerationOptions, PageInput
 from ocrserve.engines.deltas import ThreadDeltas
 from ocrserve.engines.hf_generate import Generated, HFGeneration, Request
 from ocrserve.engines.hf_load import (
@@ -54,17 +54,14 @@ from ocrserve.profiles import Profile, Sampling, load_profile
 log = logging.getLogger(__name__)
 
 
-class HFOptions(EngineOptions):
+class HFOptions(GenerationOptions):
     """The hf engine's options."""
 
     checkpoint: str | None = Field(None, description="Hub id or local folder (unset: the profile's checkpoint)")
     device: str | None = Field(None, description="cuda, cuda:N, mps, cpu or auto (unset: auto)")
     dtype: Any = Field(None, description="bf16, fp16 or fp32 (or a torch dtype; unset: by device)")
     batch_size: int = Field(8, ge=1, description="pages per generate() call")
-    max_tokens: int | None = Field(None, ge=1, description="output token limit a page (unset: the profile's)")
-    max_retries: int | None = Field(None, ge=0, description="retries of a looping answer (unset: the profile's)")
     batch_wait_ms: float = Field(5.0, ge=0, description="how long an idle engine waits for more pages to batch")
-    ignore_eos: bool = Field(False, description="benchmarks: always generate max_tokens, retry nothing")
     random_weights: bool = Field(
         False,
         description="benchmarks: weights drawn at random from the config (none "

@@ -42,7 +42,15 @@ from typing import Any
 import httpx
 from pydantic import Field
 
-from ocrserve.engines.base import DeltaCallback, Engine, EngineOptions, EngineResult, PageInput, deadline_option
+from ocrserve.engines.base import (
+    DeltaCallback,
+    Engine,
+    EngineOptions,
+    EngineResult,
+    GenerationOptions,
+    PageInput,
+    deadline_option,
+)
 from ocrserve.engines.chat import BodyTemplate
 from ocrserve.engines.deltas import Deltas
 from ocrserve.engines.openai_breaker import Breaker
@@ -82,7 +90,7 @@ class _Session:
     chat_url: httpx.URL  # base_url + /chat/completions, merged once (httpx parses a relative URL per request)
 
 
-class OpenAIOptions(EngineOptions):
+class OpenAIOptions(GenerationOptions):
     """The openai engine's options (create_engine fills the unset ones from the OCRSERVE_ knobs named)."""
 
     settings_defaults = {
@@ -103,9 +111,6 @@ class OpenAIOptions(EngineOptions):
     served_model: str | None = Field(None, description="the model's name on the server (unset: asked, /v1/models)")
     concurrency: int | None = Field(None, ge=0, description=f"requests in flight (unset or 0: {DEFAULT_CONCURRENCY})")
     stream: bool = Field(False, description="stream every answer (always when the caller takes the text as it comes)")
-    max_tokens: int | None = Field(None, ge=1, description="output token limit a page (unset: the profile's)")
-    max_retries: int | None = Field(None, ge=0, description="retries of a looping answer (unset: the profile's)")
-    ignore_eos: bool = Field(False, description="benchmarks: always generate max_tokens, retry nothing")
     timeout: float | None = deadline_option(
         "seconds a request may take in all (its deadline, streamed or not); "
         "unset: 60 + max_tokens / 8 of the request, at least 600"

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import Field
 
 from ocrserve.engines import chat
-from ocrserve.engines.base import Engine, EngineOptions, EngineResult, PageInput
+from ocrserve.engines.base import Engine, EngineResult, GenerationOptions, PageInput
 from ocrserve.engines.policy import Ladder
 from ocrserve.engines.registry import register_engine
 from ocrserve.profiles import Profile, Sampling, load_profile
@@ -35,14 +35,12 @@ def _sampling_params(**kw: Any) -> Any:
     return SamplingParams(**kw)
 
 
-class VLLMOptions(EngineOptions):
+class VLLMOptions(GenerationOptions):
     """The vllm engine's options."""
 
     checkpoint: str | None = Field(None, description="Hub id or local folder (unset: the profile's checkpoint)")
     max_model_len: int | None = Field(None, ge=1, description="vLLM's context length (unset: the model's)")
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="share of the GPU's memory vLLM may take")
-    max_tokens: int | None = Field(None, ge=1, description="output token limit a page (unset: the profile's)")
-    max_retries: int | None = Field(None, ge=0, description="retries of a looping answer (unset: the profile's)")
     llm_kwargs: dict[str, Any] = Field(default_factory=dict, description="more vllm.LLM arguments")
     llm: Any = Field(None, description="a vllm.LLM to use (tests; unset: one is made)")
     sampling_factory: Callable[..., Any] | None = Field(
@@ -63,6 +61,7 @@ class VLLMEngine(Engine):
         self.profile = load_profile(profile)
         self.max_tokens = o.max_tokens
         self.max_retries = o.max_retries
+        self.ignore_eos = o.ignore_eos  # benchmarks: every page generates max_tokens, nothing is judged or retried
         self._sampling = o.sampling_factory or _sampling_params
         self._prompt = self.profile.prompt
         self._lock = asyncio.Lock()
@@ -100,7 +99,10 @@ class VLLMEngine(Engine):
         return chat.messages(chat.data_url(page.png_bytes()), self._prompt)
 
     def _params(self, s: Sampling) -> Any:
-        return self._sampling(temperature=s.temperature, top_p=s.top_p, max_tokens=self.max_tokens or s.max_tokens)
+        kw = {"ignore_eos": True} if self.ignore_eos else {}
+        return self._sampling(
+            temperature=s.temperature, top_p=s.top_p, max_tokens=self.max_tokens or s.max_tokens, **kw
+        )
 
     def _generate(self, convs: list[list[dict]], s: Sampling) -> list[Any]:
         return list(self.llm.chat(convs, sampling_params=self._params(s), use_tqdm=False))
@@ -122,7 +124,9 @@ class VLLMEngine(Engine):
         t0 = time.perf_counter()
         n = len(pages)
         results: list[EngineResult | None] = [None] * n
-        ladders = [Ladder(self.name, self.profile, max_retries=self.max_retries) for _ in range(n)]
+        ladders = [
+            Ladder(self.name, self.profile, ignore_eos=self.ignore_eos, max_retries=self.max_retries) for _ in range(n)
+        ]
         convs: dict[int, list[dict]] = {}  # the conversation of each page that could be encoded
         for i, p in enumerate(pages):
             try:

@@ -111,6 +111,21 @@ def test_vllm_gives_up_after_max_retries():
     assert "still looped after 6 retries" in res[0].error and res[0].extra["last_raw"]
 
 
+def test_vllm_ignore_eos_asks_for_the_whole_budget_and_retries_nothing():
+    """ignore_eos (benchmarks with weightless models), declared once for the engines that run Chandra
+    (GenerationOptions): vLLM generates max_tokens for every page and a looping answer is not retried."""
+    pages = [_page(0), _page(1)]
+    llm = FakeLLM({_sha(pages[0]): ["loop"]})
+    eng = VLLMEngine("chandra-1", llm=llm, sampling_factory=lambda **kw: kw, ignore_eos=True, max_tokens=64)
+    res = asyncio.run(eng.ocr_batch(pages))
+    assert [n for n, _ in llm.calls] == [2]
+    assert llm.calls[0][1]["ignore_eos"] is True and llm.calls[0][1]["max_tokens"] == 64
+    assert [r.attempts for r in res] == [1, 1] and res[0].raw.startswith("<p>the same words again")
+    plain = FakeLLM()
+    asyncio.run(_engine(plain).ocr_batch([_page(2)]))
+    assert "ignore_eos" not in plain.calls[0][1]  # by default vLLM's own (stop at the end of the answer)
+
+
 def test_vllm_a_failing_batch_is_split_so_a_bad_page_fails_alone():
     pages = [_page(i) for i in range(3)]
     llm = FakeLLM({_sha(pages[2]): ["raise"]}, fail_batches=True)
