@@ -4,7 +4,8 @@ Each option is declared once, on its field: help, type, default, flags, whether 
 From that declaration this module makes the typer parameters of a command and maps what was given on
 the command line back to option keywords. The rules, from the field's type:
 
-- a bool is a flag: it sets True, or False when the flag is a `--no-...` one (`--no-fallback`);
+- a bool is a flag pair: the declared flag (`--force`, or a `--no-...` one: `--no-fallback`) and its
+  opposite (`--no-force`, `--fallback`), which sets the other value (over a config file's, an env's);
 - a tuple or list is repeatable (`--format md --format pdf`, or a comma list the model's validator splits);
 - a Literal is a choice; str, int, float are values; any other type (RayOptions) takes TEXT, and the
   model's validator turns the text into its value (`--ray auto`);
@@ -52,10 +53,28 @@ def env_name(name: str) -> str:
 
 
 def cli_help(spec: OptionSpec) -> str:
-    """The help a flag shows: the declared help (or, for a `--no-` flag, its own), and the variable that
-    gives its default."""
+    """The help a flag shows: the declared help (or, for a `--no-` flag, its own), the variable that
+    gives its default, and for a flag pair the opposite flag."""
     text = spec.cli_help or spec.help
-    return f"{text}; env {env_name(spec.name)}" if spec.env else text
+    text = f"{text}; env {env_name(spec.name)}" if spec.env else text
+    if spec.flags and cli_type(spec) is bool:
+        on, off = flag_pair(spec.flags[0])
+        text = f"{text} ({on if spec.flags[0] == off else off}: the opposite, over a config file or env)"
+    return text
+
+
+def cli_flags(spec: OptionSpec) -> tuple[str, ...]:
+    """The flags the command has for an option: a bool's pair (the one setting True first), or its own."""
+    if spec.flags and cli_type(spec) is bool:
+        return (*flag_pair(spec.flags[0]), *spec.flags[1:])
+    return spec.flags
+
+
+def flag_pair(flag: str) -> tuple[str, str]:
+    """(the flag that sets True, the one that sets False) for a bool option's declared flag."""
+    if flag.startswith("--no-"):
+        return "--" + flag[len("--no-") :], flag
+    return flag, "--no-" + flag[2:]
 
 
 def parameters(specs: dict[str, OptionSpec]) -> list[inspect.Parameter]:
@@ -65,8 +84,14 @@ def parameters(specs: dict[str, OptionSpec]) -> list[inspect.Parameter]:
         if not spec.flags:
             continue
         kind = cli_type(spec)
-        default = False if kind is bool else spec.cli_default
-        info = typer.Option(default, *spec.flags, help=cli_help(spec), metavar=spec.metavar)
+        if kind is bool:  # None: neither flag given
+            on, off = flag_pair(spec.flags[0])
+            info = typer.Option(None, f"{on}/{off}", *spec.flags[1:], help=cli_help(spec), metavar=spec.metavar)
+            out.append(
+                inspect.Parameter(spec.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=bool | None)
+            )
+            continue
+        info = typer.Option(spec.cli_default, *spec.flags, help=cli_help(spec), metavar=spec.metavar)
         out.append(inspect.Parameter(spec.name, inspect.Parameter.KEYWORD_ONLY, default=info, annotation=kind))
     return out
 
@@ -79,8 +104,8 @@ def chosen(specs: dict[str, OptionSpec], values: dict[str, Any]) -> dict[str, An
             continue
         v = values[name]
         if cli_type(spec) is bool:
-            if v:
-                out[name] = not spec.flags[0].startswith("--no-")
+            if v is not None:
+                out[name] = bool(v)  # the flag pair's own value: --fallback True, --no-fallback False
         elif v is not None and v != []:
             out[name] = v
     return out

@@ -109,7 +109,7 @@ def test_each_cli_flag_is_a_declared_option_and_each_declared_flag_is_on_the_cli
     assert set(flags) - {"help"} == {n for n, s in specs.items() if s.flags} | CLI_ONLY - {"inputs"}
     for name, spec in specs.items():
         if spec.flags:
-            assert flags[name] == spec.flags, name
+            assert flags[name] == declared.cli_flags(spec), name
             param = next(p for p in cmd.params if p.name == name)
             assert param.help == declared.cli_help(spec), name  # the declared help, nothing else
     # the Python-API-only options are declared so, not forgotten
@@ -244,7 +244,7 @@ class SettingsWithExtra(Settings):
 
 def test_a_new_option_reaches_the_cli_the_python_api_and_settings(monkeypatch, capsys):
     app, cmd = command(WithExtra)
-    assert flags_of(cmd)["layout"] == ("--layout", "-L") and flags_of(cmd)["tables"] == ("--no-tables",)
+    assert flags_of(cmd)["layout"] == ("--layout", "-L") and flags_of(cmd)["tables"] == ("--tables", "--no-tables")
     text = help_text(cmd, capsys, monkeypatch)
     assert re.search(r"--layout\s+-L\s+\[fast\|best\]\s+layout analysis effort; env OCRSERVE_LAYOUT", text), text
     assert re.search(r"--no-tables\s+leave tables as text", text), text

@@ -44,7 +44,7 @@ def test_convert_help_names_values_the_usual_way():
     assert re.search(r"--output\s+-o\s+TEXT", text) and re.search(r"--concurrency\s+-c\s+INTEGER", text)
     assert re.search(r"--ray\s+ADDRESS", text)
     force = next(ln for ln in text.splitlines() if "--force" in ln)
-    assert re.search(r"--force\s+redo documents", force), force  # a flag: no value column
+    assert re.search(r"--force\s+--no-force\s+redo documents", force), force  # a flag pair: no value column
 
 
 # ------------------------------------------------------------------------------------------ extras

@@ -95,6 +95,16 @@ def test_env_beats_the_file_and_a_flag_beats_both(setup, tmp_path: Path, monkeyp
     assert HEADER in md and "Chapter 2" in md and "Chapter 1" not in md
 
 
+def test_a_flag_turns_off_what_the_file_turns_on(setup, tmp_path: Path):
+    """A boolean the file sets true, undone on the command line by the flag pair's other half
+    (`--no-keep-headers-footers`); before, a bool option had only the flag that sets it."""
+    pdf, conf = setup
+    md = (_convert(pdf, tmp_path / "off", "--config", str(conf), "--no-keep-headers-footers") / "doc.md").read_text(
+        encoding="utf-8"
+    )
+    assert HEADER not in md and "Chapter 1" in md
+
+
 @pytest.mark.parametrize(
     ("text", "wanted"),
     [
