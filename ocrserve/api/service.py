@@ -12,10 +12,8 @@ import asyncio
 import logging
 import re
 import shutil
-import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import groupby
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,8 @@ from ocrserve.api.images import PageImages
 from ocrserve.api.metrics import Metrics
 from ocrserve.api.tap import ConversionTap, Sink
 from ocrserve.engines import Engine, create_fallback
+from ocrserve.ingest.naming import NAME_BYTES as NAME_BYTES
+from ocrserve.ingest.naming import safe_filename as safe_filename
 from ocrserve.ingest.pool import WorkerCrash, run_pool
 from ocrserve.ingest.raster import DocumentError, SourceInfo, open_source
 from ocrserve.ingest.sources import PageSelection, parse_page_ranges
@@ -35,27 +35,6 @@ from ocrserve.settings import Settings
 log = logging.getLogger(__name__)
 
 PASSWORD_HINT = "send it in the 'password' field"
-NAME_BYTES = 150  # an upload's name at most (UTF-8): room under the 255-byte limit for what is added to it
-
-
-def _kept(c: str) -> bool:
-    """A letter, mark or digit of any script, or one of `._- ()[]+,`: kept in a file name."""
-    return c in "._- ()[]+," or unicodedata.category(c)[0] in "LMN"
-
-
-def safe_filename(name: str | None) -> str:
-    """An uploaded file's name reduced to a safe basename: folders, control and odd characters dropped,
-    letters of every script kept ("Zürich.pdf", "报告.pdf"), at most NAME_BYTES bytes (the suffix kept)."""
-    base = unicodedata.normalize("NFKC", (name or "")[-2000:].replace("\\", "/")).rsplit("/", 1)[-1]
-    # anything else (controls, quotes, symbols), a run of it, becomes one `_`
-    base = "".join(c if ok else "_" for ok, run in groupby(base, _kept) for c in (run if ok else "_")).strip(" .")
-    if len(base.encode()) > NAME_BYTES:
-        stem, dot, suffix = base.rpartition(".")
-        suffix = dot + suffix if stem and len(suffix) <= 16 else ""
-        stem = base[: len(base) - len(suffix)]
-        room = NAME_BYTES - len(suffix.encode())
-        base = stem.encode()[:room].decode("utf-8", errors="ignore").rstrip(" .") + suffix
-    return base or "upload"
 
 
 def parse_selection(pages: str | None) -> PageSelection | None:

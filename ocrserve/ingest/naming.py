@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import groupby
 from pathlib import Path
 
 
@@ -159,3 +161,27 @@ def assign_names(docs: list[tuple[Path, str, str]], occupant: OccupantOf | None 
         names[i] = chosen
         claims.add(chosen)
     return [names[i] for i in range(len(docs))]
+
+
+# an uploaded file's name (the HTTP API, the MCP server)
+NAME_BYTES = 150  # an upload's name at most (UTF-8): room under the 255-byte limit for what is added to it
+
+
+def _kept(c: str) -> bool:
+    """A letter, mark or digit of any script, or one of `._- ()[]+,`: kept in a file name."""
+    return c in "._- ()[]+," or unicodedata.category(c)[0] in "LMN"
+
+
+def safe_filename(name: str | None) -> str:
+    """An uploaded file's name reduced to a safe basename: folders, control and odd characters dropped,
+    letters of every script kept ("Zürich.pdf", "报告.pdf"), at most NAME_BYTES bytes (the suffix kept)."""
+    base = unicodedata.normalize("NFKC", (name or "")[-2000:].replace("\\", "/")).rsplit("/", 1)[-1]
+    # anything else (controls, quotes, symbols), a run of it, becomes one `_`
+    base = "".join(c if ok else "_" for ok, run in groupby(base, _kept) for c in (run if ok else "_")).strip(" .")
+    if len(base.encode()) > NAME_BYTES:
+        stem, dot, suffix = base.rpartition(".")
+        suffix = dot + suffix if stem and len(suffix) <= 16 else ""
+        stem = base[: len(base) - len(suffix)]
+        room = NAME_BYTES - len(suffix.encode())
+        base = stem.encode()[:room].decode("utf-8", errors="ignore").rstrip(" .") + suffix
+    return base or "upload"

@@ -24,7 +24,6 @@ import re
 import shutil
 import tempfile
 import time
-import unicodedata
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from ocrserve.document import Document
 from ocrserve.engines import ENGINE_NAMES, Engine, create_engine, create_fallback, engine_for
 from ocrserve.errors import OcrserveError
 from ocrserve.export.formats import render_format
+from ocrserve.ingest.naming import safe_filename as safe_filename  # the HTTP API's, any script kept
 from ocrserve.ingest.pool import ResilientPool, run_pool
 from ocrserve.ingest.raster import DocumentError, open_source
 from ocrserve.ingest.sources import parse_page_ranges
@@ -47,7 +47,6 @@ log = logging.getLogger(__name__)
 
 FORMATS = ("md", "json", "html", "chunks", "txt")
 LOCAL = "local"
-_UNSAFE = re.compile(r"[^A-Za-z0-9._ -]+")
 _ID = re.compile(r"[0-9a-f]{32}")
 
 
@@ -100,13 +99,6 @@ class _Input:
     engine: str
     model: str | None
     upload: Path | None = None  # the folder of an upload, removed when the conversion ends
-
-
-def safe_filename(name: str | None) -> str:
-    """An uploaded file's name reduced to a safe basename (as the HTTP API does)."""
-    base = unicodedata.normalize("NFKC", (name or "").replace("\\", "/")).rsplit("/", 1)[-1]
-    base = _UNSAFE.sub("_", base).strip(" .")[:120]
-    return base or "upload"
 
 
 class DocumentService:

@@ -75,11 +75,12 @@ async def _session_checks(session, docs: Path, outside: Path) -> None:
 
     data = base64.b64encode((docs / "contract.docx").read_bytes()).decode()
     res = await session.call_tool(
-        "convert_document", {"content_base64": data, "filename": "contract.docx", "format": "json"}
+        "convert_document", {"content_base64": data, "filename": "Vertrag Zürich.docx", "format": "json"}
     )
     assert not res.is_error, _text(res)
     doc = json.loads(_text(res)[1])
-    assert doc["source"]["type"] == "docx" and doc["source"]["path"] == "contract.docx"  # not the server's folder
+    # not the server's folder; the name's letters kept in any script, as the HTTP API keeps them
+    assert doc["source"]["type"] == "docx" and doc["source"]["path"] == "Vertrag Zürich.docx"
     assert "Contract Alpha" in json.dumps(doc) and res.structured_content["type"] == "docx"
 
     job = await session.call_tool("submit_job", {"path": str(docs / "report.pdf")})
