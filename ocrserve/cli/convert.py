@@ -77,7 +77,7 @@ class _Display:
                 line = f"redo: {data.get('path') or data['name']} ({data['redo']})"
                 self.console.print(line, markup=False, highlight=False, soft_wrap=True)
         elif kind == "page_done":
-            self.pages_done += 1
+            self.pages_done += 0 if data.get("resumed") else 1  # the rate of this run's work
             rate = self.pages_done / max(1e-9, time.perf_counter() - self.t0)
             if self.bar:
                 self.bar.update(self.pages_task, advance=1, rate=f"{rate:.2f} pages/s")
@@ -123,8 +123,10 @@ def plural(n: int, word: str) -> str:
 def summary_line(summary: Any, output: str) -> str:
     """'7 documents: 5 ok, 2 failed; 12 pages in ...', or after Ctrl-C 'interrupted: 3 finished (...), 4 left; ...'."""
     counts = ", ".join(f"{v} {k}" for k, v in sorted(summary.counts().items()))
-    rate = summary.pages / summary.elapsed_s if summary.elapsed_s else 0.0
-    pages = f"{plural(summary.pages, 'page')} in {summary.elapsed_s:.1f}s ({rate:.2f} pages/s) -> {output}"
+    converted = summary.pages - summary.pages_resumed  # the pages/s of this run's work, not of pages kept
+    rate = converted / summary.elapsed_s if summary.elapsed_s else 0.0
+    kept = f", {summary.pages_resumed} kept from an earlier run" if summary.pages_resumed else ""
+    pages = f"{plural(converted, 'page')} in {summary.elapsed_s:.1f}s ({rate:.2f} pages/s){kept} -> {output}"
     if summary.interrupted:
         done = f"{summary.finished} finished" + (f" ({counts})" if counts else "")
         return f"interrupted: {done}, {summary.left} left; {pages}"

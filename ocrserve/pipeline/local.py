@@ -55,6 +55,7 @@ class _DocState:
     formats: tuple[str, ...]  # what it is written in: those asked, and those its output had
     redo: str | None = None  # why pages an earlier run wrote are converted again
     pages: dict[int, Page] = field(default_factory=dict)
+    resumed: int = 0  # pages kept as an earlier run (or the job's store) had them, not converted now
     done: asyncio.Event = field(default_factory=asyncio.Event)
     result: DocResult | None = None
 
@@ -232,6 +233,7 @@ class Converter:
         )
         result = document_result(st.src.name, str(st.src.path), doc)
         result.redo = st.redo
+        result.pages_resumed = st.resumed
         cancelled = False
         if self.target is not None:
             # a write that started finishes (Ctrl-C mid-write): the document is whole and counted
@@ -359,6 +361,7 @@ class Converter:
                 for i in indices:
                     page = known.get(i)
                     if page is not None and page.index == i and page.status != "failed":
+                        st.resumed += 1
                         self._page_done(st, page, resumed=True)
                 if len(st.pages) == len(indices):
                     await self._finish_doc(st)

@@ -57,6 +57,7 @@ class _Doc:
     n_pages: int
     pages: dict[int, Page] = field(default_factory=dict)
     files: dict[str, bytes] = field(default_factory=dict)
+    resumed: int = 0  # pages kept from the output there (a partial rerun), not converted now
 
 
 # the Ray options as keyword arguments of run_ray_convert (also accepted inside `ray=RayOptions(...)`)
@@ -342,6 +343,7 @@ def _add_kept(d: _Doc, target: OutputTarget, emit: Callable[..., None]) -> str |
     except OSError as e:
         return f"cannot keep the pages the model wrote: {e} (--force converts it whole)"
     d.n_pages += len(pages)
+    d.resumed += len(pages)
     d.pages.update(pages)
     d.files.update(files)
     for i, page in sorted(pages.items()):
@@ -357,6 +359,7 @@ def _write(
     doc = assemble_document(d.path, info, [d.pages[i] for i in sorted(d.pages)], model_name)
     result = document_result(d.name, d.path, doc)
     result.redo = m["redo"] or None
+    result.pages_resumed = d.resumed
     formats = tuple(m["formats"].split(",")) if m["formats"] else opts.formats
     try:
         out = target.write(doc, d.name, d.files, run_id, formats=formats, ctx=render_context(opts))

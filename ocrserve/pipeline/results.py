@@ -44,6 +44,7 @@ class DocResult:
     pages: int = 0
     pages_failed: int = 0
     pages_fallback: int = 0
+    pages_resumed: int = 0  # of `pages`, those an earlier run (or the job's own store) had: kept, not converted now
     redo: str | None = None  # why pages an earlier run wrote were converted again (they came from the fallback)
 
     @property
@@ -100,6 +101,7 @@ class RunSummary:
     _counts: dict[str, int] = field(default_factory=dict, repr=False)  # documents not in results, by status
     _pages: int = field(default=0, repr=False)  # their pages
     _pages_fallback: int = field(default=0, repr=False)  # their pages from the fallback
+    _pages_resumed: int = field(default=0, repr=False)  # their pages kept from an earlier run
     _named: dict[str, list[tuple[int, DocResult]]] = field(default_factory=dict, repr=False)
 
     def add(self, r: DocResult, n: int = 0) -> None:
@@ -112,6 +114,7 @@ class RunSummary:
         self._counts[r.status] = self._counts.get(r.status, 0) + 1
         if r.status not in (DocStatus.SKIPPED, DocStatus.UPDATED):
             self._pages += r.pages
+            self._pages_resumed += r.pages_resumed
         if r.status == DocStatus.FALLBACK:
             self._pages_fallback += r.pages_fallback
         if r.status in LISTED and len(named := self._named.setdefault(r.status, [])) < NAMED:
@@ -161,6 +164,12 @@ class RunSummary:
     @property
     def pages(self) -> int:
         return sum(r.pages for r in self.results if r.status not in ("skipped", "updated")) + self._pages
+
+    @property
+    def pages_resumed(self) -> int:
+        """Of `pages`, those kept from an earlier run's output (a partial rerun), not converted now."""
+        kept = sum(r.pages_resumed for r in self.results if r.status not in ("skipped", "updated"))
+        return kept + self._pages_resumed
 
     @property
     def pages_fallback(self) -> int:

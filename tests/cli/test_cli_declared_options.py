@@ -139,7 +139,7 @@ def test_the_readme_table_lists_the_flags_of_the_command():
 class _Summary:
     """A run with nothing to do (what the command prints at the end)."""
 
-    documents = pages = left = finished = pages_fallback = 0
+    documents = pages = left = finished = pages_fallback = pages_resumed = 0
     elapsed_s = 0.0
     interrupted = False
     results: list = []

@@ -66,6 +66,10 @@ def test_a_rerun_converts_only_the_pages_the_fallback_wrote(tmp_path, standin):
     second = cli(*args)  # the server answers every page now
     assert second.returncode == 0, second.stderr
     assert f"redo: {pdf} (2 of 4 pages came from the fallback: only those converted again)" in second.stderr
+    # the summary's pages and pages/s are the run's own work: the 2 pages converted, the 2 kept named apart
+    assert re.search(r"; 2 pages in [0-9.]+s \([0-9.]+ pages/s\), 2 kept from an earlier run -> ", second.stderr), (
+        second.stderr
+    )
     assert standin.stats()["total_requests"] == requests + 2  # pages 2 and 4, not the model's 1 and 3
     attempts = standin.stats()["attempts"]
     assert [sum(n for sha, n in attempts.items() if sha.startswith(s)) for s in shas] == [1, 2, 1, 2]
