@@ -76,6 +76,9 @@ class Settings(BaseSettings):
     # seconds LibreOffice may spend converting one Office file (DOCX, XLSX, ...) to PDF (a batch: this per
     # file); in a render worker at most 90% of render_timeout_s; 0 = 120
     office_timeout_s: float = Field(120.0, ge=0)
+    # LibreOffice may reach the network (remote images, styles, linked files an HTML or Office file names):
+    # off by default, so that a document cannot make this machine fetch URLs (SSRF: internal services)
+    office_network: bool = False
     # how the render child of a Ray worker starts: forkserver (default where available) or spawn
     ray_child_start: str | None = None
     # the vllm executable `ocrserve serve` starts

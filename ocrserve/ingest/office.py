@@ -7,6 +7,9 @@ and under a timeout (`Settings.office_timeout_s`, per file). Each PDF is kept in
 the temp folder, named by the source file's absolute path, size and modification time, where every
 process of a run finds it; the Document's source stays the original file with its own type ("docx").
 
+LibreOffice runs without network unless `Settings.office_network` allows it (ingest/offline.py): a
+document's remote images and links are not fetched, so no document can make this machine call URLs.
+
 A file that cannot be converted fails alone with its reason: corrupt (not the zip archive an OOXML or
 OpenDocument file is), password-protected (an encrypted OOXML file is an OLE container, an encrypted
 OpenDocument file says so in its manifest), or one LibreOffice could not load. No LibreOffice on PATH
@@ -27,6 +30,7 @@ import zipfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from ocrserve.ingest.offline import offline_prefix
 from ocrserve.ingest.pdf.document import DocumentError
 
 log = logging.getLogger(__name__)
@@ -285,6 +289,7 @@ def convert_batch(items: list[tuple[Path, str]], timeout_s: float | None = None)
             keys[n] = (key, kind, target)
         out = work / "out"
         cmd = [
+            *offline_prefix(),
             exe,
             f"-env:UserInstallation={(work / 'profile').as_uri()}",
             "--headless",
