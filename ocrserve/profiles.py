@@ -67,6 +67,11 @@ class Profile(Figures):
     patch_multiple: int = Field(32, description="patch size x spatial merge: the server's image grid")
     server_min_pixels: int = Field(56 * 56, description="the server processor's lower pixel bound")
     server_max_pixels: int = Field(3072 * 2048, description="the server processor's upper pixel bound")
+    server_pixel_bounds: bool = Field(
+        False,
+        description="the model's launcher gives vLLM's processor server_min_pixels and server_max_pixels "
+        "(--mm-processor-kwargs); otherwise ocrserve gives it max_pixels",
+    )
     sampling: Sampling = Field(default_factory=Sampling)
     retry_sampling: Sampling = Field(default_factory=lambda: Sampling(temperature=0.3, top_p=0.95))
     retry_temperature_step: float = Field(
@@ -75,7 +80,7 @@ class Profile(Figures):
     retry_temperature_max: float = 0.8
     max_retries: int = 6
     # flags `ocrserve serve` gives `vllm serve` for this model, as the model's own launcher does (flags
-    # after `--` still win); a --mm-processor-kwargs here replaces ocrserve's default one
+    # after `--` still win); a --mm-processor-kwargs here replaces ocrserve's own
     server_args: list[str] = Field(default_factory=list)
 
     @property
@@ -130,6 +135,7 @@ PROFILES: dict[str, Profile] = {
         client_grid=28,
         server_min_pixels=3136,  # upstream's launcher: --mm-processor-kwargs min_pixels/max_pixels
         server_max_pixels=6291456,
+        server_pixel_bounds=True,
         retry_sampling=Sampling(temperature=0.2, top_p=0.95),
         retry_temperature_step=0.2,
         allowed_tags=CHANDRA1_TAGS + ["chem"],
@@ -141,7 +147,8 @@ PROFILES: dict[str, Profile] = {
         head_dim=256,
         vision_params_b=0.4,
         # what chandra-ocr 0.2.0's launcher (chandra/scripts/vllm.py) passes that can change the output
-        server_args=["--dtype", "bfloat16", "--mm-processor-kwargs", '{"min_pixels":3136,"max_pixels":6291456}'],
+        # (and the processor's pixel bounds above: server_pixel_bounds)
+        server_args=["--dtype", "bfloat16"],
     ),
 }
 

@@ -20,10 +20,11 @@ pixel budget (so the profiler and the encoder cache size for 6,144-token pages, 
 model length from the page budget, batched tokens and sequences from the plan, and 8 API renderer
 threads (`--renderer-num-workers`: with vLLM's default of one, the API server's image preprocessing
 capped vision + prefill at 4.9 pages/s on an H200; with 8 the GPU's 6.8 shows, same memory:
-bench/results/gpu-h200/sweep-2026-12-03c). Then the profile's `server_args`: what the model's own
-launcher passes that can change the output (Chandra 2, as chandra-ocr 0.2.0's chandra/scripts/vllm.py:
-`--dtype bfloat16` and `--mm-processor-kwargs {"min_pixels":3136,"max_pixels":6291456}`, which replaces
-ocrserve's own). Unknown flags pass through after `--` and win over ours (the last occurrence of a
+bench/results/gpu-h200/sweep-2026-12-03c). The processor's pixel bounds are the profile's own where its
+launcher passes them (`server_pixel_bounds`; Chandra 2, as chandra-ocr 0.2.0's chandra/scripts/vllm.py:
+`--mm-processor-kwargs {"min_pixels":3136,"max_pixels":6291456}`). Then the profile's `server_args`: what
+the model's own launcher passes that can change the output (Chandra 2: `--dtype bfloat16`; a
+--mm-processor-kwargs there replaces ocrserve's own). Unknown flags pass through after `--` and win over ours (the last occurrence of a
 flag is the one vLLM keeps).
 
 Against that launcher, for Chandra 2: matched are bf16 (no --quantization unless asked), the
@@ -120,16 +121,17 @@ def _split_bin(vllm_bin: str) -> list[str]:
 
 def _ocr_flags(opts: ServeOptions, profile: Profile, plan: ServePlan) -> list[str]:
     own_mm = "--mm-processor-kwargs" in profile.server_args
+    mm = (
+        {"min_pixels": profile.server_min_pixels, "max_pixels": profile.server_max_pixels}
+        if profile.server_pixel_bounds
+        else {"max_pixels": profile.max_pixels}
+    )
     flags = [
         "--served-model-name",
         opts.served_model_name,
         "--limit-mm-per-prompt",
         json.dumps({"image": 1, "video": 0}, separators=(",", ":")),
-        *(
-            []
-            if own_mm
-            else ["--mm-processor-kwargs", json.dumps({"max_pixels": profile.max_pixels}, separators=(",", ":"))]
-        ),
+        *([] if own_mm else ["--mm-processor-kwargs", json.dumps(mm, separators=(",", ":"))]),
         "--mm-processor-cache-gb",
         f"{opts.mm_processor_cache_gb:g}",
         # retries re-send the same page: the prefix cache turns their prefill into a lookup

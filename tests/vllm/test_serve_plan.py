@@ -243,6 +243,18 @@ def test_chandra2_gets_its_launchers_server_flags_once():
             assert "--quantization" not in p.argv
 
 
+def test_the_processors_pixel_bounds_are_the_profiles_own():
+    """Declared once, on the profile (server_min_pixels, server_max_pixels, server_pixel_bounds): a profile
+    with other bounds gets those in the server's --mm-processor-kwargs, not Chandra 2's numbers."""
+    custom = C2.model_copy(update={"server_min_pixels": 4096, "server_max_pixels": 4194304})
+    plan = plan_replica(custom, ModelShape.from_profile(custom), H200)
+    (proc,) = build_layout(ServeOptions(model=custom.checkpoint, gpus=[0]), custom, plan).processes
+    assert json.loads(_flag(proc.argv, "--mm-processor-kwargs")) == {"min_pixels": 4096, "max_pixels": 4194304}
+    plain = C2.model_copy(update={"server_pixel_bounds": False})  # ocrserve's own: the client's pixel budget
+    (proc,) = build_layout(ServeOptions(model=plain.checkpoint, gpus=[0]), plain, plan).processes
+    assert json.loads(_flag(proc.argv, "--mm-processor-kwargs")) == {"max_pixels": plain.max_pixels}
+
+
 def test_epd_needs_two_gpus():
     with pytest.raises(ValueError, match="at least 2 GPUs"):
         _layout("epd", (0,))
