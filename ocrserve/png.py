@@ -99,7 +99,9 @@ def decode_png(png: bytes) -> Image.Image:
     return Image.fromarray(a, "L" if a.ndim == 2 else "RGB")
 
 
-def _own_pixels(png: bytes) -> np.ndarray | None:
+def own_header(png: bytes) -> tuple[int, int, int, list[bytes]] | None:
+    """(width, height, bytes a pixel, the IDAT chunks' data) of a PNG of encode_pixels' kind (8-bit gray or
+    RGB, not interlaced, no palette or other critical chunk, within Pillow's bomb check), else None."""
     if png[:8] != b"\x89PNG\r\n\x1a\n":
         return None
     pos, ihdr, idat = 8, None, []
@@ -122,10 +124,17 @@ def _own_pixels(png: bytes) -> np.ndarray | None:
     depth, color, _, _, interlace = ihdr[8:13]
     if depth != 8 or color not in (0, 2) or interlace or not w or not h:
         return None
-    bpp = 1 if color == 0 else 3
     limit = Image.MAX_IMAGE_PIXELS
     if limit and w * h > 2 * limit:  # Pillow's decompression-bomb error, not our inflate, answers that
         return None
+    return w, h, 1 if color == 0 else 3, idat
+
+
+def _own_pixels(png: bytes) -> np.ndarray | None:
+    head = own_header(png)
+    if head is None:
+        return None
+    w, h, bpp, idat = head
     expected = h * (w * bpp + 1)
     try:  # never inflate more than the header's size allows (a small stream can claim gigabytes)
         raw = _deflate.decompressobj().decompress(b"".join(idat), expected + 1)

@@ -9,53 +9,20 @@ decodes it whole as before."""
 from __future__ import annotations
 
 import numpy as np
-from PIL import Image
 
-from ocrserve.png import _deflate
-
-_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-
-
-def _header(png: bytes) -> tuple[int, int, int, list[bytes]] | None:
-    """(width, height, bytes a pixel, the IDAT chunks' data) of a PNG of encode_pixels' kind, else None."""
-    if png[:8] != _SIGNATURE:
-        return None
-    pos, ihdr, idat = 8, None, []
-    while pos + 8 <= len(png):
-        n = int.from_bytes(png[pos : pos + 4], "big")
-        kind = png[pos + 4 : pos + 8]
-        data = png[pos + 8 : pos + 8 + n]
-        pos += 12 + n
-        if kind == b"IHDR":
-            ihdr = data
-        elif kind == b"IDAT":
-            idat.append(data)
-        elif kind == b"IEND":
-            break
-        elif kind[0] & 0x20 == 0:  # an unknown critical chunk (a palette, ...): not one of ours
-            return None
-    if ihdr is None or len(ihdr) != 13 or not idat:
-        return None
-    w, h = int.from_bytes(ihdr[0:4], "big"), int.from_bytes(ihdr[4:8], "big")
-    depth, color, _, _, interlace = ihdr[8:13]
-    if depth != 8 or color not in (0, 2) or interlace or not w or not h:
-        return None
-    limit = Image.MAX_IMAGE_PIXELS
-    if limit and w * h > 2 * limit:  # Pillow's decompression-bomb error, not our inflate, answers that
-        return None
-    return w, h, 1 if color == 0 else 3, idat
+from ocrserve.png import _deflate, own_header
 
 
 def png_size(png: bytes) -> tuple[int, int] | None:
     """(width, height) of a PNG of encode_pixels' kind, from its header (nothing inflated); else None."""
-    head = _header(png)
+    head = own_header(png)
     return None if head is None else (head[0], head[1])
 
 
 def top_rows(png: bytes, rows: int) -> np.ndarray | None:
     """The first `rows` rows of the pixels, (rows, W) gray or (rows, W, 3) RGB, as a view of the inflated
     rows (not contiguous); None when the PNG is not of encode_pixels' kind or its rows are filtered."""
-    head = _header(png)
+    head = own_header(png)
     if head is None or not 0 < rows:
         return None
     w, h, bpp, idat = head
