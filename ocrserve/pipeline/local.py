@@ -1,12 +1,11 @@
 """The local scheduler: sources -> pages -> engine -> blocks -> Document -> files, on one asyncio loop.
 
-It only schedules: every per-page and per-document step is pipeline/page.py's and output.py's,
-shared with the Ray scheduler (pipeline/ray.py). Stages are connected by bounded concurrency:
-rendering (worker processes) runs ahead of the engine by at most `prefetch_pages` pages, the engine
-keeps `capacity()` pages in flight, parsing and figure crops run in the workers, and a document is
-written as soon as its last page is back. Every page ends in the Document as ok, fallback (the lite
-engine rescued it; the model's error kept) or failed (with its error); a document that cannot be
-opened fails alone with its reason.
+It only schedules: every per-page and per-document step is pipeline/page.py's and output.py's, shared with
+the Ray scheduler (pipeline/ray.py). Stages are connected by bounded concurrency: rendering (worker processes)
+runs ahead of the engine by at most `prefetch_pages` pages, the engine keeps `capacity()` pages in flight,
+parsing and figure crops run in the workers, and a document is written as soon as its last page is back.
+Every page ends in the Document as ok, fallback (the lite engine rescued it; the model's error kept) or
+failed (with its error); a document that cannot be opened fails alone with its reason.
 """
 
 from __future__ import annotations
@@ -64,13 +63,12 @@ class Converter:
     """Runs conversions with one engine. Use as an async context manager, or call aclose().
 
     `options` (ConvertOptions) say what to do; keyword arguments are the same options one by one
-    (`Converter(output_dir="out", pages="1-3")`). The rest are a caller's hooks: `engine` (an Engine,
-    instead of one built from the options), `on_event(kind, data)`, `on_delta(doc, page, text)` (raw
-    model text as it streams), `pool` and `fallback_engine` (a long-lived service shares them),
-    `known_pages(name, sha256)` (pages already converted, used as they are: a resumed API job);
-    `keep_documents=False` (the CLI: a long run's memory stays flat) leaves each DocResult's `document`
-    None once its doc_done event has had it (and its files are written), and the run's summary keeps no
-    results: counts, and the documents it names at the end (RunSummary's keep_results).
+    (`Converter(output_dir="out", pages="1-3")`). The rest are a caller's hooks: `engine` (an Engine, instead of one
+    built from the options), `on_event(kind, data)`, `on_delta(doc, page, text)` (raw model text as it streams),
+    `pool` and `fallback_engine` (a long-lived service shares them), `known_pages(name, sha256)` (pages already
+    converted, used as they are: a resumed API job); `keep_documents=False` (the CLI: a long run's memory stays
+    flat) leaves each DocResult's `document` None once its doc_done event has had it (and its files are written),
+    and the run's summary keeps counts and the documents it names at the end, no results (keep_results).
     """
 
     def __init__(
@@ -232,8 +230,7 @@ class Converter:
             steps.document_model(self.engine.name, self.profile.name, self.model_engine),
         )
         result = document_result(st.src.name, str(st.src.path), doc)
-        result.redo = st.redo
-        result.pages_resumed = st.resumed
+        result.redo, result.pages_resumed = st.redo, st.resumed
         cancelled = False
         if self.target is not None:
             # a write that started finishes (Ctrl-C mid-write): the document is whole and counted
