@@ -209,7 +209,7 @@ class LiteEngine(Engine):
         o: LiteEngineOptions = self.options_of(options, values)
         self.profile = load_profile(profile)
         self.workers = default_workers(o.workers)
-        self.warm = o.warm
+        self.warm = bool(o.warm)
         self.timeout = float(o.timeout or 600.0)
         self.mp_start = o.mp_start
         self.options = _options(self.profile, {"ocr": o.ocr, "trust_invisible": o.trust_invisible})

@@ -13,12 +13,21 @@ from ocrserve.engines.base import EngineOptions
 class LiteEngineOptions(EngineOptions):
     """The lite engine's options."""
 
-    settings_defaults = {"workers": "lite_workers", "timeout": "request_timeout", "mp_start": "mp_start"}
+    settings_defaults = {
+        "workers": "lite_workers",
+        "warm": "lite_warm",
+        "timeout": "request_timeout",
+        "mp_start": "mp_start",
+    }
 
     workers: int | None = Field(
         None, ge=0, description="worker processes, one page each at a time (unset or 0: the CPU count, at most 8)"
     )
-    warm: bool = Field(True, description="load RapidOCR when a worker starts (else on the first page that needs OCR)")
+    warm: bool | None = Field(
+        None,
+        description="load RapidOCR when a worker starts (else on the first page that needs OCR; unset: "
+        "Settings.lite_warm, a conversion loads it when needed)",
+    )
     timeout: float | None = Field(
         None,
         gt=0,
