@@ -87,7 +87,7 @@ class Settings(BaseSettings):
     lite_workers: int = 0
     # RapidOCR loaded when a lite worker starts (true) or on the first page that needs OCR (false); unset:
     # the long-lived services (API, MCP) load it at start, a conversion when a page needs it (a text-layer
-    # document never loads it: the quick start's 2 pages 1.8 -> 0.55 s)
+    # document never loads it)
     lite_warm: bool | None = None
     # seconds a request to the server may take in all (its deadline, streamed or not); unset: enough for
     # the request's token limit at 8 tokens/s (60 + max_tokens / 8, at least 600; 1,608 s at 12,384)
