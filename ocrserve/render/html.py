@@ -13,9 +13,9 @@ import math
 import re
 from typing import TYPE_CHECKING
 
-from ocrserve.labels import RENDER_ATTRS, RENDER_TAGS
 from ocrserve.render.html_reuse import reused_html
-from ocrserve.sanitize import escape_attr, prepare_fragment, safe_url, serialize_children
+from ocrserve.render.html_reuse import safe_block_html as safe_block_html
+from ocrserve.sanitize import escape_attr, safe_url
 
 if TYPE_CHECKING:
     from ocrserve.document import Block, Document
@@ -39,14 +39,6 @@ def _attr(v: object) -> str:
 
 def _num(v: float) -> str:
     return f"{v:.4f}" if math.isfinite(v) else "0.0000"
-
-
-def safe_block_html(html: str) -> str:
-    """A block's HTML, re-sanitized."""
-    node, store = prepare_fragment(html or "", RENDER_TAGS, RENDER_ATTRS)
-    if node is None:
-        return ""
-    return serialize_children(node, store, RENDER_TAGS, RENDER_ATTRS)
 
 
 def _figure_html(b: Block, inner: str) -> str:

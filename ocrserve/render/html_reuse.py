@@ -11,7 +11,9 @@ every text and value escaped), as the renderer's own output does.
 Byte-identity with `safe_block_html` is not assumed: the sanitizer is not idempotent on all of its own
 output (`&#1;` becomes a control character the second pass drops; `<p>a<marquee><p>b` leaves nested
 paragraphs the HTML parser splits when it reads them again; a `<pre>` whose text starts with a line
-break loses it). `reused_html` answers the HTML only when the renderer's pass provably changes nothing:
+break loses it). `vouch` marks the HTML (and `reused_html` answers it) only when the renderer's pass
+provably changes nothing (`stable`); where it would change it, the block's HTML becomes what that pass writes
+(sanitized again until it is stable), so the JSON's HTML and the HTML output agree:
 
 1. no character the sanitizer's first step removes (controls, noncharacters, our private-use range);
 2. every `<math>` element is exactly the one the renderer writes back for its formula;
@@ -39,7 +41,9 @@ from ocrserve.sanitize import (
     limit_raw_nesting,
     math_html,
     parse_fragment,
+    prepare_fragment,
     protect_math,
+    serialize_children,
 )
 
 if TYPE_CHECKING:
@@ -57,10 +61,31 @@ def within_render_rules(tags: set[str], attrs: set[str]) -> bool:
     return {t.lower() for t in tags} - DROP_WITH_CONTENT <= _RENDER_TAGS and {a.lower() for a in attrs} <= _RENDER_ATTRS
 
 
-def vouch(block: Block) -> None:
-    """Mark block.html as written by the parser's serializer under a whitelist within the renderer's
-    (the caller checked it with `within_render_rules`)."""
-    object.__setattr__(block, _MARK, block.html)
+def safe_block_html(html: str) -> str:
+    """A block's HTML, sanitized (again) under the renderer's whitelist."""
+    node, store = prepare_fragment(html or "", RENDER_TAGS, RENDER_ATTRS)
+    if node is None:
+        return ""
+    return serialize_children(node, store, RENDER_TAGS, RENDER_ATTRS)
+
+
+def vouch(block: Block, passes: int = 3) -> None:
+    """Mark block.html, written by the parser's serializer under a whitelist within the renderer's (the
+    caller checked it with `within_render_rules`), once sanitizing it again provably changes nothing
+    (`stable`). Where it would change it (the sanitizer's few non-fixed points: nested paragraphs after an
+    unwrapped tag, a <pre>'s leading line break, ...), the block's HTML becomes what the renderer would
+    write, so the JSON and the HTML output say the same; a block that is still not stable after `passes`
+    is left unmarked (the renderer sanitizes it)."""
+    html = block.html
+    for _ in range(passes):
+        if not isinstance(html, str):
+            return
+        if stable(html):
+            if html != block.html:
+                block.html = html
+            object.__setattr__(block, _MARK, html)
+            return
+        html = safe_block_html(html)
 
 
 def _lexbor_form(html: str) -> str:
@@ -76,21 +101,25 @@ def _lexbor_form(html: str) -> str:
 
 
 def reused_html(block: Block) -> str | None:
-    """block.html when the parser vouched for it and sanitizing it again provably gives it back; else None."""
+    """block.html when the parser vouched for it (`vouch`: sanitizing it again provably gives it back) and it
+    is unchanged since; else None."""
     html = block.html
     if block.__dict__.get(_MARK) != html or not isinstance(html, str):
         return None
+    return html
+
+
+def stable(html: str) -> bool:
+    """True when sanitizing the serializer's `html` again provably gives it back (the module's 1-4)."""
     if not html:
-        return html
+        return True
     if clean_text(html) != html:  # (1)
-        return None
+        return False
     store = MathStore()
     protected = protect_math(html, store)
     if math_html(store, protected) != html:  # (2)
-        return None
+        return False
     if limit_raw_nesting(protected) != protected:  # (3)
-        return None
+        return False
     body = parse_fragment(protected).body
-    if body is None or body.inner_html != _lexbor_form(protected):  # (4)
-        return None
-    return html
+    return body is not None and body.inner_html == _lexbor_form(protected)  # (4)
