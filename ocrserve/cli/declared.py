@@ -59,7 +59,9 @@ def cli_help(spec: OptionSpec) -> str:
     text = f"{text}; env {env_name(spec.name)}" if spec.env else text
     if spec.flags and cli_type(spec) is bool:
         on, off = flag_pair(spec.flags[0])
-        text = f"{text} ({on if spec.flags[0] == off else off}: the opposite, over a config file or env)"
+        if spec.flags[0] == off:  # the help tells what the declared `--no-` flag does, shown second
+            return f"{off}: {text} ({on}: the opposite, over a config file or env)"
+        text = f"{text} ({off}: the opposite, over a config file or env)"
     return text
 
 

@@ -247,7 +247,7 @@ def test_a_new_option_reaches_the_cli_the_python_api_and_settings(monkeypatch, c
     assert flags_of(cmd)["layout"] == ("--layout", "-L") and flags_of(cmd)["tables"] == ("--tables", "--no-tables")
     text = help_text(cmd, capsys, monkeypatch)
     assert re.search(r"--layout\s+-L\s+\[fast\|best\]\s+layout analysis effort; env OCRSERVE_LAYOUT", text), text
-    assert re.search(r"--no-tables\s+leave tables as text", text), text
+    assert re.search(r"--no-tables\s+--no-tables: leave tables as text", text), text
 
     # the command line hands it to the scheduler, typed and checked
     seen = capture(monkeypatch)
