@@ -154,6 +154,11 @@ class Settings(BaseSettings):
         # OCRSERVE_API_KEYS_FILE= (set but empty) means "no file", not the current folder
         return None if isinstance(v, str) and not v.strip() else v
 
+    def for_service(self) -> Settings:
+        """These settings for a long-lived service (API, MCP): RapidOCR loaded when its lite workers start,
+        unless lite_warm says otherwise."""
+        return self if self.lite_warm is not None else self.model_copy(update={"lite_warm": True})
+
     @field_validator("concurrency", mode="before")
     @classmethod
     def _zero_is_unset(cls, v):

@@ -117,9 +117,7 @@ def full_disk(request: Request, exc: BaseException) -> Response:
 
 def create_app(settings: Settings | None = None, engine: Engine | str | None = None) -> FastAPI:
     """The API around one engine (an Engine, or a name for create_engine; default from settings)."""
-    settings = settings or get_settings()
-    if settings.lite_warm is None:  # a long-lived service: RapidOCR loaded at start, not on a request
-        settings = settings.model_copy(update={"lite_warm": True})
+    settings = (settings or get_settings()).for_service()
     auth = Auth(load_keys(settings))
     # no model chosen: the openai engine follows the model its server serves (its preflight, each conversion)
     profile = load_profile(settings.model) if settings.model else None

@@ -22,7 +22,6 @@ from ocrserve.api.images import PageImages
 from ocrserve.api.metrics import Metrics
 from ocrserve.api.tap import ConversionTap, Sink
 from ocrserve.engines import Engine, create_fallback
-from ocrserve.ingest.naming import NAME_BYTES as NAME_BYTES
 from ocrserve.ingest.naming import safe_filename as safe_filename
 from ocrserve.ingest.pool import WorkerCrash, run_pool
 from ocrserve.ingest.raster import DocumentError, SourceInfo, open_source

@@ -111,8 +111,7 @@ class DocumentService:
         model: str | None = None,
         keep: int = 200,
     ) -> None:
-        # a long-lived service: RapidOCR loaded at start, not on a request (Settings.lite_warm unset)
-        self.settings = settings if settings.lite_warm is not None else settings.model_copy(update={"lite_warm": True})
+        self.settings = settings.for_service()
         self.roots = [Path(r).expanduser().resolve() for r in roots]
         self.engine_name = engine_for(engine or settings.engine, settings.server)
         self.model = model or settings.model
