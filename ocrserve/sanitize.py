@@ -309,6 +309,8 @@ def _math_element(store: MathStore, m: re.Match) -> str:
 
 def math_html(store: MathStore, text: str) -> str:
     """Put math back into already-escaped HTML text as <math> elements with escaped LaTeX."""
+    if MATH_OPEN not in text:
+        return text
     return MATH_REF.sub(lambda m: _math_element(store, m), text)
 
 

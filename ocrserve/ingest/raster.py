@@ -137,11 +137,12 @@ def open_source(path: str, password: str | None, max_image_pixels: int) -> Sourc
     return SourceInfo(type=kind, page_count=n, sha256=h.hexdigest())
 
 
-def _flatten(page) -> None:
-    """Form fields and annotations into the page's content, as upstream does before rendering."""
+def _flatten(page) -> bool:
+    """Form fields and annotations into the page's content, as upstream does before rendering; False when
+    the page had none (pdfium changed nothing)."""
     import pypdfium2.raw as pdfium_c
 
-    pdfium_c.FPDFPage_Flatten(page.raw, pdfium_c.FLAT_NORMALDISPLAY)
+    return pdfium_c.FPDFPage_Flatten(page.raw, pdfium_c.FLAT_NORMALDISPLAY) != pdfium_c.FLATTEN_NOTHINGTODO
 
 
 def bitmap_maker(width: int, height: int, format: int, rev_byteorder: bool = False):
@@ -167,9 +168,9 @@ def pdf_page_pixels(
         w, h = page.get_size()
         if w <= 0 or h <= 0:
             raise DocumentError(f"page {index + 1} has no size")
-        _flatten(page)
-        page.close()
-        page = doc[index]  # pdfium shows a flattened page's new content only once it is loaded again
+        if _flatten(page):
+            page.close()
+            page = doc[index]  # pdfium shows a flattened page's new content only once it is loaded again
         # a packed buffer Python allocates, kept alive by the array below (pdfium's own buffer renders no faster:
         # bench/results/png-render-micro/), made white by numpy rather than by pdfium's fill (pdf/bitmap.py)
         bitmap = page.render(

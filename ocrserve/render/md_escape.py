@@ -78,8 +78,19 @@ _URL_CHARS = {
 _CODE_MARKUP = re.compile(r"<(?=[A-Za-z/!?])|\][ \t]*[(\[:]")
 
 
+# every character one of escape_text's rules acts on: text without any is returned as it is
+_TEXT_SPECIAL = re.compile(r"[\\&$<*_~\[\]`]")
+
+
 def escape_text(t: str) -> str:
     """Markdown-escape plain text so that it stays text in every renderer."""
+    if _TEXT_SPECIAL.search(t) is None:  # most runs of text: no rule would change them
+        return t
+    return _escape_rules(t)
+
+
+def _escape_rules(t: str) -> str:
+    """escape_text's rules, each applied."""
     t = _ESCAPING_BACKSLASH.sub(r"\\\\", t)
     t = _TEXT_AMP.sub("&amp;", t)
     t = t.replace("$", r"\$")

@@ -82,6 +82,40 @@ def test_a_colour_pdf_page_reaches_the_model_as_upstream_sends_it(tmp_path, prof
     _same(ours[0], theirs[0], f"{profile} colour page")
 
 
+@pytest.mark.parametrize("profile", PROFILES)
+def test_form_fields_and_annotations_reach_the_model_as_upstream_flattens_them(tmp_path, profile):
+    """Upstream flattens forms and annotations into the page before rendering: a filled text field, a
+    checked box and a highlight show in the image exactly as upstream's (a page without any is not
+    flattened, nor loaded again, here)."""
+    import pypdfium2 as pdfium
+    import pypdfium2.raw as pdfium_c
+    from reportlab.pdfgen import canvas
+
+    path = tmp_path / "form.pdf"
+    c = canvas.Canvas(str(path), pagesize=PAGES["letter"])
+    c.drawString(72, 720, "Name:")
+    c.acroForm.textfield(name="name", value="Ada Lovelace", x=120, y=705, width=220, height=24)
+    c.drawString(72, 660, "Agree:")
+    c.acroForm.checkbox(name="agree", checked=True, x=120, y=652, size=20)
+    c.showPage()
+    c.save()
+    doc = pdfium.PdfDocument(str(path))  # a highlight annotation beside the fields, its appearance by pdfium
+    page = doc[0]
+    annot = pdfium_c.FPDFPage_CreateAnnot(page.raw, pdfium_c.FPDF_ANNOT_SQUARE)
+    pdfium_c.FPDFAnnot_SetColor(annot, pdfium_c.FPDFANNOT_COLORTYPE_Color, 200, 30, 30, 255)
+    pdfium_c.FPDFAnnot_SetRect(annot, pdfium_c.FS_RECTF(360, 640, 520, 740))
+    pdfium_c.FPDFPage_CloseAnnot(annot)
+    page.close()
+    doc.save(str(tmp_path / "form-annot.pdf"))
+    doc.close()
+    path = tmp_path / "form-annot.pdf"
+    ours, theirs = _ours(path, profile), _upstream(path, profile, pdf=True)
+    plain = pdfium.PdfDocument(str(path))[0].render(scale=2).to_numpy()  # not flattened: no field values
+    flat = ours[0]
+    assert (flat < 128).sum() > (np.asarray(plain) < 128).sum() * flat.size / plain.size  # the values were drawn
+    _same(ours[0], theirs[0], f"{profile} form page")
+
+
 # name: (size, mode, format) — scans at 150/200/300 dpi (Letter), screenshots, small images, long strips,
 # gray, CMYK, palette, alpha
 IMAGES = {
