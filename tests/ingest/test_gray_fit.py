@@ -12,7 +12,7 @@ import pytest
 from PIL import Image
 
 from ocrserve.imagesize import Budget
-from ocrserve.ingest import raster
+from ocrserve.ingest import raster, resize
 from ocrserve.png import gray_channel
 from ocrserve.profiles import load_profile
 
@@ -149,13 +149,13 @@ def test_a_gray_image_file_is_fitted_on_one_channel(tmp_path, monkeypatch, mode)
     src.save(path)
     budget = Budget.from_profile(load_profile("chandra-2"))
     modes: list[str] = []
-    resize = Image.Image.resize
+    lanczos_image = resize.lanczos_image
 
-    def spy(self, *args, **kwargs):
-        modes.append(self.mode)
-        return resize(self, *args, **kwargs)
+    def spy(img, size):
+        modes.append(img.mode)
+        return lanczos_image(img, size)
 
-    monkeypatch.setattr(Image.Image, "resize", spy)
+    monkeypatch.setattr(resize, "lanczos_image", spy)
     rp = raster.render_image_page(str(path), 0, budget, 10**9)
     assert modes == ["L", "L"]  # the upscale (500 px < 1536) and the fit, each on one channel
     monkeypatch.undo()
