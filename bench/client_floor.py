@@ -14,6 +14,9 @@ ocrserve/pipeline/page.py):
 turn; without it, the stand-in server's answer for each page (tests/fakes/standin_answers.py, ~1.3 KB).
 
     python -m bench.client_floor --pages 40 [--pdf a.pdf ...] [--answers answers.json] --out DIR --name NAME
+
+`--resize both` fits every page with Pillow's LANCZOS and with ocrserve's native resampler in turn
+(ocrserve/ingest/resize.py: the same pixels), each profile's rows then one per resizer.
 """
 
 from __future__ import annotations
@@ -104,9 +107,13 @@ def one_page(doc, index: int, budget, answer: str | None, profile) -> tuple[dict
     return t, info
 
 
-def run(pdfs: list[Path], n: int, answers: list[str] | None, models: list[str], rounds: int) -> dict[str, Any]:
+def run(
+    pdfs: list[Path], n: int, answers: list[str] | None, models: list[str], rounds: int, resizers: list[str]
+) -> dict[str, Any]:
+    """Each model's pages, with each resizer in turn on every page (interleaved: the same page, moments apart)."""
     import pypdfium2 as pdfium
 
+    from ocrserve.ingest import resize
     from ocrserve.ingest.raster import Budget
     from ocrserve.profiles import load_profile
 
@@ -116,27 +123,37 @@ def run(pdfs: list[Path], n: int, answers: list[str] | None, models: list[str], 
     for model in models:
         profile = load_profile(model)
         budget = Budget.from_profile(profile)
-        per: dict[str, list[float]] = {s: [] for s in STEPS}
+        pers: dict[str, dict[str, list[float]]] = {z: {s: [] for s in STEPS} for z in resizers}
         infos = []
         for r in range(rounds + 1):  # round 0 warms up (imports, pdfium's font cache), not counted
             for k, (p, i) in enumerate(pages):
                 ans = answers[k % len(answers)] if answers else None
-                t, info = one_page(docs[p], i, budget, ans, profile)
-                if r:
-                    for s in STEPS:
-                        per[s].append(t[s] * 1000)
-                    infos.append(info)
-        report[model] = {
-            "mean_ms": {s: round(statistics.fmean(v), 3) for s, v in per.items()},
-            "median_ms": {s: round(statistics.median(v), 3) for s, v in per.items()},
-            "total_mean_ms": round(sum(statistics.fmean(v) for v in per.values()), 3),
-            "pages": len(pages),
-            "rounds": rounds,
-            "gray_pages": sum(i["gray"] for i in infos) // max(1, rounds),
-            "mean_png_kib": round(statistics.fmean(i["png_bytes"] for i in infos) / 1024, 1),
-            "mean_answer_chars": round(statistics.fmean(i["answer_chars"] for i in infos)),
-        }
+                for z in resizers:
+                    resize.use_native = z == "native"
+                    t, info = one_page(docs[p], i, budget, ans, profile)
+                    if r:
+                        for s in STEPS:
+                            pers[z][s].append(t[s] * 1000)
+                        if z == resizers[0]:
+                            infos.append(info)
+        resize.use_native = True
+        for z, per in pers.items():
+            key = model if len(resizers) == 1 else f"{model} {z}"
+            report[key] = {"resize": z, **_summary(per, pages, rounds, infos)}
     return report
+
+
+def _summary(per: dict[str, list[float]], pages: list, rounds: int, infos: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "mean_ms": {s: round(statistics.fmean(v), 3) for s, v in per.items()},
+        "median_ms": {s: round(statistics.median(v), 3) for s, v in per.items()},
+        "total_mean_ms": round(sum(statistics.fmean(v) for v in per.values()), 3),
+        "pages": len(pages),
+        "rounds": rounds,
+        "gray_pages": sum(i["gray"] for i in infos) // max(1, rounds),
+        "mean_png_kib": round(statistics.fmean(i["png_bytes"] for i in infos) / 1024, 1),
+        "mean_answer_chars": round(statistics.fmean(i["answer_chars"] for i in infos)),
+    }
 
 
 def main() -> None:
@@ -146,6 +163,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--answers", type=Path, help="a JSON list of raw model answers for the parse step")
     ap.add_argument("--models", default="chandra-1,chandra-2")
+    ap.add_argument(
+        "--resize",
+        choices=("native", "pillow", "both"),
+        default="native",
+        help="the LANCZOS fit: ocrserve's native resampler, Pillow's, or both interleaved page by page",
+    )
     ap.add_argument("--out", type=Path)
     ap.add_argument("--name", default="client-floor")
     a = ap.parse_args()
@@ -166,7 +189,14 @@ def main() -> None:
         "versions": _versions(),
         "pdfs": [str(p) for p in pdfs],
         "answers": str(a.answers) if a.answers else "the stand-in's",
-        "profiles": run(pdfs, a.pages, answers, a.models.split(","), a.rounds),
+        "profiles": run(
+            pdfs,
+            a.pages,
+            answers,
+            a.models.split(","),
+            a.rounds,
+            ["pillow", "native"] if a.resize == "both" else [a.resize],
+        ),
     }
     text = json.dumps(report, indent=1)
     print(text)
