@@ -14,8 +14,8 @@ process and the render workers it forks, so both runs measure the same code othe
 likewise puts back the fit of before issue 28 (every page resized in RGB).
 
 `--pdfium-fill` puts back pypdfium2's own page bitmap, filled white by pdfium (before
-ocrserve/ingest/pdf/bitmap.py); `--before pillow-resize` (with `--compare`) Pillow's own LANCZOS resize
-(before ocrserve/ingest/_lanczos.c).
+ocrserve/ingest/pdf/bitmap.py); `--before python-pixels` (with `--compare`) Pillow's own LANCZOS resize
+and numpy's gray test and copy (before ocrserve/ingest/_lanczos.c and ocrserve/_gray.c).
 
 `--compare` runs both profiles, before (`--baseline`, or with `--before pdfium-fill` that code) and after,
 interleaved `--rounds` times in one process, and with `--first-request N` also times a conversion of an N-page PDF from its start to its
@@ -48,7 +48,10 @@ CODE = {
     "after": "this tree",
     "before": "the fit of before issue 28 (every page resized in RGB)",
     "pdfium-fill": "this tree with pypdfium2's own bitmap, filled white by pdfium (before ocrserve/ingest/pdf/bitmap.py)",
-    "pillow-resize": "this tree with Pillow's own LANCZOS resize (before ocrserve/ingest/_lanczos.c)",
+    "python-pixels": (
+        "this tree with Pillow's own LANCZOS resize and numpy's gray test and copy"
+        " (before ocrserve/ingest/_lanczos.c and ocrserve/_gray.c)"
+    ),
     "legacy-png": "the page-image encoder of before issue 19 (Pillow, RGB, compress_level 1)",
 }
 
@@ -72,15 +75,16 @@ def _rgb_fit(a, budget):
 
 
 @contextmanager
-def _code(legacy_png: bool = False, baseline: bool = False, pdfium_fill: bool = False, pillow_resize: bool = False):
+def _code(legacy_png: bool = False, baseline: bool = False, pdfium_fill: bool = False, python_pixels: bool = False):
     """The code measured: this tree's, or with the encoder of before #19 / the fit of before #28 put back (in
     this process and the render workers it forks); restored on exit."""
     from PIL import Image
 
+    from ocrserve import png
     from ocrserve.ingest import raster, resize
 
-    native = resize.use_native
-    resize.use_native = not pillow_resize
+    native = resize.use_native, png.use_native
+    resize.use_native = png.use_native = not python_pixels
     keys = ("encode_png", "encode_pixels", "fit_pixels", "to_channels", "bitmap_maker")
     saved = {k: getattr(raster, k) for k in keys}
     if legacy_png:
@@ -98,7 +102,7 @@ def _code(legacy_png: bool = False, baseline: bool = False, pdfium_fill: bool = 
     finally:
         for k, v in saved.items():
             setattr(raster, k, v)
-        resize.use_native = native
+        resize.use_native, png.use_native = native
 
 
 def first_request_s(server: str, model: str, pages: int, work: Path) -> dict[str, float]:
@@ -160,7 +164,7 @@ def compare(a) -> None:
                         with _code(
                             baseline=old and a.before == "rgb-fit",
                             pdfium_fill=old and a.before == "pdfium-fill",
-                            pillow_resize=old and a.before == "pillow-resize",
+                            python_pixels=old and a.before == "python-pixels",
                         ):
                             what = CODE["before" if a.before == "rgb-fit" else a.before] if old else CODE[variant]
                             rep = _one(a, model, f"{model}-{variant}-r{r}", s.url, Path(tmp), what)
@@ -197,7 +201,7 @@ def main() -> None:
     ap.add_argument("--compare", action="store_true", help="both profiles, before and after, interleaved")
     ap.add_argument(
         "--before",
-        choices=("rgb-fit", "pdfium-fill", "pillow-resize"),
+        choices=("rgb-fit", "pdfium-fill", "python-pixels"),
         default="rgb-fit",
         help="--compare's before: the code put back",
     )

@@ -6,7 +6,8 @@ Steps, in the order the pipeline runs them (ocrserve/ingest/raster.py, ocrserve/
 ocrserve/pipeline/page.py):
   load (the page from its open document), flatten (forms and annotations; a page without any is not
   loaded again), render (pdfium, into the white bitmap), fit (upstream's LANCZOS to the profile's grid, or
-  nothing), gray (the R = G = B test), rows (the PNG rows: one channel or three, a filter byte each),
+  nothing), gray (the R = G = B test; a gray page's channel copied into its PNG rows with it), rows (the
+  PNG rows of a colour page, and each row's filter byte),
   deflate (ISA-L level 1, or zlib), base64 (the request body's image), parse (a raw answer -> the Page:
   blocks, Markdown, HTML), pickle (the Page back from a render worker and its answer sent there).
 
@@ -15,8 +16,9 @@ turn; without it, the stand-in server's answer for each page (tests/fakes/standi
 
     python -m bench.client_floor --pages 40 [--pdf a.pdf ...] [--answers answers.json] --out DIR --name NAME
 
-`--resize both` fits every page with Pillow's LANCZOS and with ocrserve's native resampler in turn
-(ocrserve/ingest/resize.py: the same pixels), each profile's rows then one per resizer.
+`--native both` runs every page twice in turn: with ocrserve's native code (the LANCZOS resampler,
+ocrserve/ingest/resize.py, and the one-pass gray test, ocrserve/_gray.c) and without it (Pillow's resize,
+numpy's gray test and copy): the same pixels and bytes; each profile's rows then "native" and "python".
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def one_page(doc, index: int, budget, answer: str | None, profile) -> tuple[dict
 
     from ocrserve.ingest import raster
     from ocrserve.pipeline.page import finish_page
-    from ocrserve.png import _deflate, _is_gray
+    from ocrserve.png import _deflate, _gray_plane
     from tests.fakes.standin_answers import chandra_output
 
     t: dict[str, float] = {}
@@ -79,13 +81,14 @@ def one_page(doc, index: int, budget, answer: str | None, profile) -> tuple[dict
     c3 = clock()
     a = raster.fit_pixels(a, budget)
     c4 = clock()
-    gray = a.ndim == 3 and _is_gray(a)
+    hh, ww = a.shape[:2]
+    raw = _gray_plane(a, ww + 1, 1) if a.ndim == 3 else None  # a gray page's channel into its PNG rows
+    gray = raw is not None
     c5 = clock()
-    px = a[..., 0] if gray else a
-    hh, ww = px.shape[:2]
-    raw = np.empty((hh, ww * (1 if px.ndim == 2 else 3) + 1), dtype=np.uint8)
+    if raw is None:
+        raw = np.empty((hh, ww * (1 if a.ndim == 2 else 3) + 1), dtype=np.uint8)
+        raw[:, 1:] = a.reshape(hh, -1)
     raw[:, 0] = 0
-    raw[:, 1:] = px.reshape(hh, -1)
     c6 = clock()
     z = _deflate.compress(raw, 1)
     c7 = clock()
@@ -108,11 +111,12 @@ def one_page(doc, index: int, budget, answer: str | None, profile) -> tuple[dict
 
 
 def run(
-    pdfs: list[Path], n: int, answers: list[str] | None, models: list[str], rounds: int, resizers: list[str]
+    pdfs: list[Path], n: int, answers: list[str] | None, models: list[str], rounds: int, variants: list[str]
 ) -> dict[str, Any]:
-    """Each model's pages, with each resizer in turn on every page (interleaved: the same page, moments apart)."""
+    """Each model's pages, with each variant in turn on every page (interleaved: the same page, moments apart)."""
     import pypdfium2 as pdfium
 
+    from ocrserve import png
     from ocrserve.ingest import resize
     from ocrserve.ingest.raster import Budget
     from ocrserve.profiles import load_profile
@@ -123,23 +127,23 @@ def run(
     for model in models:
         profile = load_profile(model)
         budget = Budget.from_profile(profile)
-        pers: dict[str, dict[str, list[float]]] = {z: {s: [] for s in STEPS} for z in resizers}
+        pers: dict[str, dict[str, list[float]]] = {z: {s: [] for s in STEPS} for z in variants}
         infos = []
         for r in range(rounds + 1):  # round 0 warms up (imports, pdfium's font cache), not counted
             for k, (p, i) in enumerate(pages):
                 ans = answers[k % len(answers)] if answers else None
-                for z in resizers:
-                    resize.use_native = z == "native"
+                for z in variants:
+                    resize.use_native = png.use_native = z == "native"
                     t, info = one_page(docs[p], i, budget, ans, profile)
                     if r:
                         for s in STEPS:
                             pers[z][s].append(t[s] * 1000)
-                        if z == resizers[0]:
+                        if z == variants[0]:
                             infos.append(info)
-        resize.use_native = True
+        resize.use_native = png.use_native = True
         for z, per in pers.items():
-            key = model if len(resizers) == 1 else f"{model} {z}"
-            report[key] = {"resize": z, **_summary(per, pages, rounds, infos)}
+            key = model if len(variants) == 1 else f"{model} {z}"
+            report[key] = {"code": z, **_summary(per, pages, rounds, infos)}
     return report
 
 
@@ -164,10 +168,10 @@ def main() -> None:
     ap.add_argument("--answers", type=Path, help="a JSON list of raw model answers for the parse step")
     ap.add_argument("--models", default="chandra-1,chandra-2")
     ap.add_argument(
-        "--resize",
-        choices=("native", "pillow", "both"),
+        "--native",
+        choices=("native", "python", "both"),
         default="native",
-        help="the LANCZOS fit: ocrserve's native resampler, Pillow's, or both interleaved page by page",
+        help="ocrserve's native resampler and gray test, Pillow's resize and numpy's test, or both in turn",
     )
     ap.add_argument("--out", type=Path)
     ap.add_argument("--name", default="client-floor")
@@ -195,7 +199,7 @@ def main() -> None:
             answers,
             a.models.split(","),
             a.rounds,
-            ["pillow", "native"] if a.resize == "both" else [a.resize],
+            ["python", "native"] if a.native == "both" else [a.native],
         ),
     }
     text = json.dumps(report, indent=1)

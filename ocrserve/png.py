@@ -7,9 +7,11 @@ at level 1, ISA-L's where it is installed), a few milliseconds for a 1632x2112 p
 
 from __future__ import annotations
 
+import importlib
 import io
 import zlib
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -20,7 +22,16 @@ try:  # ISA-L's deflate: the same zlib stream as zlib's, several times faster at
 except ImportError:  # no wheel for this platform: the standard library's
     _deflate = zlib
 
+_native: Any
+try:  # the gray test and channel copy in one pass (ocrserve/_gray.c); numpy's where it is not built
+    _native = importlib.import_module("ocrserve._gray")
+except ImportError:
+    _native = None
+
 __all__ = ["decode_png", "encode_pixels", "encode_png", "gray_channel"]
+
+# False: numpy's gray test and copy for every page (the bench's "before"; processes forked later inherit it)
+use_native = True
 
 
 def encode_png(img: Image.Image) -> bytes:
@@ -43,13 +54,13 @@ def encode_pixels(a: np.ndarray, *, stored: bool = False) -> bytes:
     deflate stream's blocks stored, not compressed (zlib level 0): the same pixels in about ten times the
     bytes, which a reader copies rather than inflates.
     """
-    if a.ndim == 3 and _is_gray(a):
-        a = a[..., 0]  # copied into the PNG rows below
     h, w = a.shape[:2]
-    color = 0 if a.ndim == 2 else 2
-    raw = np.empty((h, w * (1 if a.ndim == 2 else 3) + 1), dtype=np.uint8)
+    raw = _gray_plane(a, w + 1, 1) if a.ndim == 3 else None  # the gray page's rows, one channel
+    color = 2 if a.ndim == 3 and raw is None else 0
+    if raw is None:
+        raw = np.empty((h, w * (3 if color else 1) + 1), dtype=np.uint8)
+        raw[:, 1:] = a.reshape(h, -1)
     raw[:, 0] = 0  # the filter byte of each row: none
-    raw[:, 1:] = a.reshape(h, -1)
     ihdr = w.to_bytes(4, "big") + h.to_bytes(4, "big") + bytes((8, color, 0, 0, 0))
     return (
         b"\x89PNG\r\n\x1a\n"
@@ -63,7 +74,21 @@ def gray_channel(a: np.ndarray) -> np.ndarray | None:
     """The one channel of (H, W, 3) pixels that are all gray (R = G = B), as a contiguous (H, W) array;
     None when any pixel has colour. Resampled (LANCZOS) or written as PNG, that channel gives each of the
     three channels' pixels exactly, for a third of the work."""
-    return np.ascontiguousarray(a[..., 0]) if _is_gray(a) else None
+    return _gray_plane(a, a.shape[1], 0)
+
+
+def _gray_plane(a: np.ndarray, width: int, offset: int) -> np.ndarray | None:
+    """R of (H, W, 3) 8-bit pixels that are all gray, in columns offset .. offset + W of a new (H, width)
+    array (the other columns unset); None when any pixel has colour. Natively in one pass where built
+    (the same bytes: tests/ingest/test_png_gray.py), else the test below and a copy."""
+    h, w = a.shape[:2]
+    out = np.empty((h, width), dtype=a.dtype)
+    if _native is not None and use_native and a.dtype == np.uint8 and a.strides[1:] == (3, 1):
+        return out if _native.plane(a, out, offset) else None
+    if not _is_gray(a):
+        return None
+    out[:, offset : offset + w] = a[..., 0]
+    return out
 
 
 def _is_gray(a: np.ndarray, rows: int = 128) -> bool:
