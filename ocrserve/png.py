@@ -83,7 +83,8 @@ def _gray_plane(a: np.ndarray, width: int, offset: int) -> np.ndarray | None:
     (the same bytes: tests/ingest/test_png_gray.py), else the test below and a copy."""
     h, w = a.shape[:2]
     out = np.empty((h, width), dtype=a.dtype)
-    if _native is not None and use_native and a.dtype == np.uint8 and a.strides[1:] == (3, 1):
+    packed = a.dtype == np.uint8 and a.strides[1:] == (3, 1) and a.strides[0] >= 3 * w  # rows top down
+    if _native is not None and use_native and packed:
         return out if _native.plane(a, out, offset) else None
     if not _is_gray(a):
         return None

@@ -59,6 +59,7 @@ def test_padded_strided_and_reversed_rows_give_numpys_answer(native):
         padded[:, : 37 * 3].reshape(40, 37, 3),  # rows longer than their pixels (pdfium's stride)
         g[::3],  # every third row
         g[:, ::-1],  # reversed pixels: numpy's path
+        g[::-1],  # rows bottom up: numpy's path
         g[5:30, 4:20],  # a window
     ]
     assert views[0].strides[0] == padded.strides[0]  # a view, not a copy: the native path reads the padding
