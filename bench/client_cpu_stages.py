@@ -15,7 +15,8 @@ likewise puts back the fit of before issue 28 (every page resized in RGB).
 
 `--pdfium-fill` puts back pypdfium2's own page bitmap, filled white by pdfium (before
 ocrserve/ingest/pdf/bitmap.py); `--before python-pixels` (with `--compare`) Pillow's own LANCZOS resize
-and numpy's gray test and copy (before ocrserve/ingest/_lanczos.c and ocrserve/_gray.c).
+and numpy's gray test and copy (before ocrserve/ingest/_lanczos.c and ocrserve/_gray.c); `--before dirty-upper`
+the native code without its VZEROUPPER at entry.
 
 `--compare` runs both profiles, before (`--baseline`, or with `--before pdfium-fill` that code) and after,
 interleaved `--rounds` times in one process, and with `--first-request N` also times a conversion of an N-page PDF from its start to its
@@ -52,6 +53,10 @@ CODE = {
         "this tree with Pillow's own LANCZOS resize and numpy's gray test and copy"
         " (before ocrserve/ingest/_lanczos.c and ocrserve/_gray.c)"
     ),
+    "dirty-upper": (
+        "this tree with the native code's VZEROUPPER at entry off (ISA-L's deflate leaves the vector registers'"
+        " upper halves dirty for the resampler's and the gray test's SSE code after it)"
+    ),
     "legacy-png": "the page-image encoder of before issue 19 (Pillow, RGB, compress_level 1)",
 }
 
@@ -75,7 +80,13 @@ def _rgb_fit(a, budget):
 
 
 @contextmanager
-def _code(legacy_png: bool = False, baseline: bool = False, pdfium_fill: bool = False, python_pixels: bool = False):
+def _code(
+    legacy_png: bool = False,
+    baseline: bool = False,
+    pdfium_fill: bool = False,
+    python_pixels: bool = False,
+    dirty_upper: bool = False,
+):
     """The code measured: this tree's, or with the encoder of before #19 / the fit of before #28 put back (in
     this process and the render workers it forks); restored on exit."""
     from PIL import Image
@@ -85,6 +96,9 @@ def _code(legacy_png: bool = False, baseline: bool = False, pdfium_fill: bool = 
 
     native = resize.use_native, png.use_native
     resize.use_native = png.use_native = not python_pixels
+    natives = [m for m in (resize._native, png._native) if m is not None]
+    for m in natives:
+        m.zeroupper(not dirty_upper)
     keys = ("encode_png", "encode_pixels", "fit_pixels", "to_channels", "bitmap_maker")
     saved = {k: getattr(raster, k) for k in keys}
     if legacy_png:
@@ -103,6 +117,8 @@ def _code(legacy_png: bool = False, baseline: bool = False, pdfium_fill: bool = 
         for k, v in saved.items():
             setattr(raster, k, v)
         resize.use_native, png.use_native = native
+        for m in natives:
+            m.zeroupper(True)
 
 
 def first_request_s(server: str, model: str, pages: int, work: Path) -> dict[str, float]:
@@ -165,6 +181,7 @@ def compare(a) -> None:
                             baseline=old and a.before == "rgb-fit",
                             pdfium_fill=old and a.before == "pdfium-fill",
                             python_pixels=old and a.before == "python-pixels",
+                            dirty_upper=old and a.before == "dirty-upper",
                         ):
                             what = CODE["before" if a.before == "rgb-fit" else a.before] if old else CODE[variant]
                             rep = _one(a, model, f"{model}-{variant}-r{r}", s.url, Path(tmp), what)
@@ -177,7 +194,10 @@ def compare(a) -> None:
                                 **(rep.get("first_request") or {}),
                             }
                         )
-    med = {k: {f: round(statistics.median(x[f] for x in v), 3) for f in v[0]} for k, v in rows.items()}
+    med = {
+        k: {f: round(statistics.median(x[f] for x in v), 3) for f in v[0] if v[0][f] is not None}
+        for k, v in rows.items()
+    }
     summary = {"command": "python -m bench.client_cpu_stages " + shlex.join(sys.argv[1:]), "runs": rows, "median": med}
     (a.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     cols = list(next(iter(med.values())))
@@ -201,7 +221,7 @@ def main() -> None:
     ap.add_argument("--compare", action="store_true", help="both profiles, before and after, interleaved")
     ap.add_argument(
         "--before",
-        choices=("rgb-fit", "pdfium-fill", "python-pixels"),
+        choices=("rgb-fit", "pdfium-fill", "python-pixels", "dirty-upper"),
         default="rgb-fit",
         help="--compare's before: the code put back",
     )

@@ -21,6 +21,28 @@
 #endif
 
 static int have_ssse3 = 0;
+static int have_avx = 0;
+
+#if X86
+/* The upper halves of the vector registers zeroed (VZEROUPPER) before the work. Code that uses AVX or AVX-512
+   and returns without it (ISA-L's deflate, which encodes every page just before) leaves them dirty, and legacy
+   SSE instructions after that (this SSSE3 path, the resampler's SSE2 transposes) then run at a fraction of
+   their speed: measured, the resampler's fit of a page 2.4x slower after one ISA-L call; pdfium and CPython
+   were not slowed (bench/results/simd-upper-2026-12-06/). zeroupper(False) leaves them (the bench's before). */
+__attribute__((target("avx"))) static void
+zero_upper_avx(void) {
+    _mm256_zeroupper();
+}
+#endif
+
+static void
+zero_upper(void) {
+#if X86
+    if (have_avx) {
+        zero_upper_avx();
+    }
+#endif
+}
 
 /* Pixels [from, w) of one row: gray? (their R bytes written to out) */
 static int
@@ -122,6 +144,7 @@ py_plane(PyObject *self, PyObject *args) {
         Py_ssize_t h = src.shape[0], w = src.shape[1], stride = src.strides[0], dstride = dst.shape[1];
         uint8_t *out = (uint8_t *)dst.buf + offset;
         Py_BEGIN_ALLOW_THREADS;
+        zero_upper();
         gray = plane_into(src.buf, stride, w, h, out, dstride);
         Py_END_ALLOW_THREADS;
         result = PyBool_FromLong(gray);
@@ -146,7 +169,23 @@ py_simd(PyObject *self, PyObject *args) {
 #endif
 }
 
+static PyObject *
+py_zeroupper(PyObject *self, PyObject *args) {
+    int on;
+    if (!PyArg_ParseTuple(args, "p", &on)) {
+        return NULL;
+    }
+#if X86
+    __builtin_cpu_init();
+    have_avx = on && __builtin_cpu_supports("avx");
+#endif
+    return PyBool_FromLong(have_avx);
+}
+
 static PyMethodDef methods[] = {
+    {"zeroupper", py_zeroupper, METH_VARARGS,
+     "zeroupper(on): clear the vector registers' upper halves before the work (on, where the CPU has AVX) or not; "
+     "whether it is done"},
     {"simd", py_simd, METH_VARARGS,
      "simd(on): use the SSSE3 path where the CPU has it (on) or plain C (off); whether it is used"},
     {"plane", py_plane, METH_VARARGS,
@@ -163,6 +202,7 @@ PyInit__gray(void) {
 #if X86
     __builtin_cpu_init();
     have_ssse3 = __builtin_cpu_supports("ssse3");
+    have_avx = __builtin_cpu_supports("avx");
 #endif
     return PyModule_Create(&module);
 }

@@ -40,6 +40,15 @@
 #include <immintrin.h>
 #define AVX2 __attribute__((target("avx2")))
 static int have_avx2;
+static int have_avx;
+
+/* VZEROUPPER before the work: the vector registers' upper halves left dirty by code before (ISA-L's deflate)
+   make the SSE2 transposes here several times slower (ocrserve/_gray.c says more); zeroupper(False) leaves
+   them (the bench's before) */
+__attribute__((target("avx"))) static void
+zero_upper_avx(void) {
+    _mm256_zeroupper();
+}
 #else
 #define X86 0
 #endif
@@ -452,6 +461,11 @@ py_resize(PyObject *self, PyObject *args) {
     } else {
         int ok;
         Py_BEGIN_ALLOW_THREADS;
+#if X86
+        if (have_avx) {
+            zero_upper_avx();
+        }
+#endif
         ok = resize_into(src.buf, w, h, c, dst.buf, ow, oh, rule);
         Py_END_ALLOW_THREADS;
         if (ok) {
@@ -480,7 +494,25 @@ py_simd(PyObject *self, PyObject *args) {
 #endif
 }
 
+static PyObject *
+py_zeroupper(PyObject *self, PyObject *args) {
+    int on;
+    if (!PyArg_ParseTuple(args, "p", &on)) {
+        return NULL;
+    }
+#if X86
+    __builtin_cpu_init();
+    have_avx = on && __builtin_cpu_supports("avx");
+    return PyBool_FromLong(have_avx);
+#else
+    return PyBool_FromLong(0);
+#endif
+}
+
 static PyMethodDef methods[] = {
+    {"zeroupper", py_zeroupper, METH_VARARGS,
+     "zeroupper(on): clear the vector registers' upper halves before the work (on, where the CPU has AVX) or not; "
+     "whether it is done"},
     {"simd", py_simd, METH_VARARGS,
      "simd(on): use the AVX2 sums where the CPU has them (on) or plain C (off); whether they are used"},
     {"resize", py_resize, METH_VARARGS,
@@ -497,6 +529,7 @@ PyInit__lanczos(void) {
 #if X86
     __builtin_cpu_init();
     have_avx2 = __builtin_cpu_supports("avx2");
+    have_avx = __builtin_cpu_supports("avx");
 #endif
     return PyModule_Create(&module);
 }

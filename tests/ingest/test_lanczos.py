@@ -144,3 +144,28 @@ def test_bad_buffers_are_refused():
         resize._native.resize(src, 10, 10, 1, np.empty((5, 5), np.uint8), 5, 5, 2)
     with pytest.raises(TypeError):  # read-only output
         resize._native.resize(src, 10, 10, 1, b"\0" * 25, 5, 5, 1)
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["zeroupper", "dirty"])
+def test_same_pixels_after_isal_with_and_without_zeroupper(clean):
+    """ISA-L's deflate (every page's PNG) leaves the vector registers' upper halves dirty; the native code clears
+    them at entry (a speed matter only: bench/results/simd-upper-2026-12-06/). Either way its pixels are Pillow's
+    and numpy's."""
+    isal_zlib = pytest.importorskip("isal.isal_zlib")
+    from ocrserve import png
+
+    rule = resize.native_rule()
+    assert rule is not None and png._native is not None
+    rng = np.random.default_rng(9)
+    try:
+        for native in (resize._native, png._native):
+            assert native.zeroupper(clean) in (True, False)
+        for a in _images(rng, 70, 90, rgb=True):
+            isal_zlib.compress(a.tobytes(), 1)
+            assert np.array_equal(resize._native_resize(a, (61, 47), rule), _pillow(a, (61, 47)))
+            gray = np.repeat(a[..., :1], 3, axis=2)
+            isal_zlib.compress(gray.tobytes(), 1)
+            assert np.array_equal(png.gray_channel(gray), gray[..., 0])
+    finally:
+        for native in (resize._native, png._native):
+            native.zeroupper(True)
