@@ -16,7 +16,7 @@ likewise puts back the fit of before issue 28 (every page resized in RGB).
 `--pdfium-fill` puts back pypdfium2's own page bitmap, filled white by pdfium (before
 ocrserve/ingest/pdf/bitmap.py); `--before python-pixels` (with `--compare`) Pillow's own LANCZOS resize
 and numpy's gray test and copy (before ocrserve/ingest/_lanczos.c and ocrserve/_gray.c); `--before dirty-upper`
-the native code without its VZEROUPPER at entry.
+the native code without its VZEROUPPER at entry; `--before narrow-pipes` the render pool's pipes at 64 KB.
 
 `--compare` runs both profiles, before (`--baseline`, or with `--before pdfium-fill` that code) and after,
 interleaved `--rounds` times in one process, and with `--first-request N` also times a conversion of an N-page PDF from its start to its
@@ -57,6 +57,7 @@ CODE = {
         "this tree with the native code's VZEROUPPER at entry off (ISA-L's deflate leaves the vector registers'"
         " upper halves dirty for the resampler's and the gray test's SSE code after it)"
     ),
+    "narrow-pipes": "this tree with the render pool's pipes left at the OS's 64 KB (before ocrserve.ingest.pool.widen_pipes)",
     "legacy-png": "the page-image encoder of before issue 19 (Pillow, RGB, compress_level 1)",
 }
 
@@ -86,16 +87,19 @@ def _code(
     pdfium_fill: bool = False,
     python_pixels: bool = False,
     dirty_upper: bool = False,
+    narrow_pipes: bool = False,
 ):
     """The code measured: this tree's, or with the encoder of before #19 / the fit of before #28 put back (in
     this process and the render workers it forks); restored on exit."""
     from PIL import Image
 
     from ocrserve import png
-    from ocrserve.ingest import raster, resize
+    from ocrserve.ingest import pool, raster, resize
 
     native = resize.use_native, png.use_native
     resize.use_native = png.use_native = not python_pixels
+    pipe_bytes = pool.PIPE_BYTES
+    pool.PIPE_BYTES = 0 if narrow_pipes else pipe_bytes
     natives = [m for m in (resize._native, png._native) if m is not None]
     for m in natives:
         m.zeroupper(not dirty_upper)
@@ -117,6 +121,7 @@ def _code(
         for k, v in saved.items():
             setattr(raster, k, v)
         resize.use_native, png.use_native = native
+        pool.PIPE_BYTES = pipe_bytes
         for m in natives:
             m.zeroupper(True)
 
@@ -182,6 +187,7 @@ def compare(a) -> None:
                             pdfium_fill=old and a.before == "pdfium-fill",
                             python_pixels=old and a.before == "python-pixels",
                             dirty_upper=old and a.before == "dirty-upper",
+                            narrow_pipes=old and a.before == "narrow-pipes",
                         ):
                             what = CODE["before" if a.before == "rgb-fit" else a.before] if old else CODE[variant]
                             rep = _one(a, model, f"{model}-{variant}-r{r}", s.url, Path(tmp), what)
@@ -221,7 +227,7 @@ def main() -> None:
     ap.add_argument("--compare", action="store_true", help="both profiles, before and after, interleaved")
     ap.add_argument(
         "--before",
-        choices=("rgb-fit", "pdfium-fill", "python-pixels", "dirty-upper"),
+        choices=("rgb-fit", "pdfium-fill", "python-pixels", "dirty-upper", "narrow-pipes"),
         default="rgb-fit",
         help="--compare's before: the code put back",
     )

@@ -26,7 +26,15 @@ from concurrent.futures import wait as futures_wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Literal, TypeVar
 
-from ocrserve.ingest.pool import CRASH_MESSAGE, WorkerCrash, default_task_timeout, kill_workers, retire, timeout_error
+from ocrserve.ingest.pool import (
+    CRASH_MESSAGE,
+    WorkerCrash,
+    default_task_timeout,
+    kill_workers,
+    retire,
+    timeout_error,
+    widen_pipes,
+)
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +132,7 @@ class IsolatedCalls:
             self._pool = ProcessPoolExecutor(
                 max_workers=1, mp_context=self._ctx, initializer=_watch_owner, initargs=(os.getpid(),)
             )
+            widen_pipes(self._pool)  # a page's PNG in one write
         return self._pool
 
     def _ctx_preload(self) -> None:

@@ -337,3 +337,36 @@ async def test_a_cancelled_callers_stuck_task_retires_its_pool(tmp_path):
         assert await pool.run(_square, 6) == 36
     finally:
         pool.shutdown()
+
+
+def _echo_reversed(data: bytes) -> bytes:
+    return data[::-1]
+
+
+def _pipe_sizes(executor) -> list[int]:
+    import fcntl
+
+    return [fcntl.fcntl(q._reader.fileno(), 1032) for q in (executor._call_queue, executor._result_queue)]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="pipe sizes are Linux's (F_SETPIPE_SZ)")
+async def test_the_pools_pipes_carry_a_page_in_one_write(monkeypatch):
+    """The task and result pipes grown to a page's PNG (1 MiB, or the system's cap), both ways intact; with
+    PIPE_BYTES 0 (the benchmarks' before) they stay at the OS's size."""
+    from ocrserve.ingest import pool as pool_mod
+
+    cap = min(pool_mod.PIPE_BYTES, int(Path("/proc/sys/fs/pipe-max-size").read_text()))
+    data = os.urandom(3 << 20)  # larger than the pipes: still whole, in several turns
+    pool = ResilientPool(1)
+    try:
+        assert await pool.run(_echo_reversed, data) == data[::-1]
+        assert _pipe_sizes(pool._ensure()) == [cap, cap]
+    finally:
+        pool.shutdown()
+    monkeypatch.setattr(pool_mod, "PIPE_BYTES", 0)
+    pool = ResilientPool(1)
+    try:
+        assert await pool.run(_echo_reversed, b"page") == b"egap"
+        assert all(n < cap for n in _pipe_sizes(pool._ensure()))
+    finally:
+        pool.shutdown()

@@ -22,3 +22,6 @@ python3 -m bench.simd_upper --pages 16 --rounds ${ROUNDS:-3} --out $OUT 2>&1 | t
 timeout ${BENCH_S:-440} python3 -m bench.client_cpu_stages --compare --before dirty-upper --rounds ${ROUNDS:-3} --pages ${PAGES:-192} \
     --modes pipeline,stages --out $OUT/cpu 2>&1 | tee $OUT/cpu.log | grep -E "^\|"
 echo "rc ${PIPESTATUS[0]}"
+# the render pool's transport alone, pipes at 64 KB against widened (bench/results/pool-pipes-2026-12-06/)
+mkdir -p $OUT/pipes
+python3 -m bench.pool_pipes --pages 192 --rounds 7 --out $OUT/pipes 2>&1 | tee $OUT/pipes/pool-pipes.log

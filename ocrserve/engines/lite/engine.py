@@ -39,7 +39,15 @@ from ocrserve.engines.registry import register_engine
 from ocrserve.ingest.pdf.chars import turn_box
 from ocrserve.ingest.pdf.document import PDFIUM_LOCK, on_close, open_pdf
 from ocrserve.ingest.pdf.textlayer import Line, analyze_page
-from ocrserve.ingest.pool import ResilientPool, WorkerCrash, WorkerTimeout, kill_workers, retire, worker_processes
+from ocrserve.ingest.pool import (
+    ResilientPool,
+    WorkerCrash,
+    WorkerTimeout,
+    kill_workers,
+    retire,
+    widen_pipes,
+    worker_processes,
+)
 from ocrserve.profiles import Profile, load_profile
 
 log = logging.getLogger(__name__)
@@ -173,6 +181,7 @@ class _Worker:
         self.executor = cf.ProcessPoolExecutor(
             max_workers=1, mp_context=ctx, initializer=initializer, initargs=initargs
         )
+        widen_pipes(self.executor)  # the page's PNG in one write
 
     def kill(self) -> None:
         """SIGKILL the process now; the executor reaps it in the background."""
