@@ -14,9 +14,10 @@ Python's recursion limit whatever the input.
 
 from __future__ import annotations
 
+import functools
 import html as htmllib
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Set
 from dataclasses import dataclass, field
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
@@ -159,7 +160,7 @@ def safe_style(value: str) -> bool:
     return not any(bad in v for bad in _STYLE_BAD)
 
 
-def attr_allowed(name: str, value: str, allowed_attrs: set[str]) -> bool:
+def attr_allowed(name: str, value: str, allowed_attrs: Set[str]) -> bool:
     lname = name.lower()
     if lname not in allowed_attrs or lname.startswith("on") or not re.fullmatch(r"[a-z][a-z0-9_-]*", lname):
         return False
@@ -357,11 +358,16 @@ def serialize_children(node: LexborNode, store: MathStore, allowed_tags: set[str
     return serialize_nodes(list(children(node)), store, allowed_tags, allowed_attrs)
 
 
+@functools.lru_cache(maxsize=32)
+def _lowered(tags: frozenset[str], attrs: frozenset[str]) -> tuple[frozenset[str], frozenset[str]]:
+    """The allow-lists in lower case, the dropped-with-content tags out (once a profile, not once a block)."""
+    return frozenset(t.lower() for t in tags) - DROP_WITH_CONTENT, frozenset(a.lower() for a in attrs)
+
+
 def serialize_nodes(nodes: list[LexborNode], store: MathStore, allowed_tags: set[str], allowed_attrs: set[str]) -> str:
     """Safe HTML of these nodes and their descendants: whitelisted tags and attributes only, all
     text and values escaped, math placeholders back as `<math>` (plain LaTeX inside attributes)."""
-    allowed_tags = {t.lower() for t in allowed_tags} - DROP_WITH_CONTENT
-    allowed_attrs = {a.lower() for a in allowed_attrs}
+    tags_ok, attrs_ok = _lowered(frozenset(allowed_tags), frozenset(allowed_attrs))
     out: list[str] = []
 
     def visit(cur: LexborNode, tag: str) -> str | None:
@@ -370,14 +376,14 @@ def serialize_nodes(nodes: list[LexborNode], store: MathStore, allowed_tags: set
             return None
         if tag.startswith("-") or cur.is_comment_node or not cur.is_element_node or tag in DROP_WITH_CONTENT:
             return None
-        if tag not in allowed_tags or not _TAG_NAME.fullmatch(tag):
+        if tag not in tags_ok or not _TAG_NAME.fullmatch(tag):
             return ""  # its content stays, the tag goes
         attrs = []
         for name, value in cur.attributes.items():
             # judge the value as it will be written: math put back first (a javascript: URL
             # could hide in a <math> placeholder)
             value = store.latex(value or "")
-            if not attr_allowed(name, value, allowed_attrs):
+            if not attr_allowed(name, value, attrs_ok):
                 continue
             attrs.append(f' {name.lower()}="{escape_attr(value)}"' if value else f" {name.lower()}")
         out.append(f"<{tag}{''.join(attrs)}>")

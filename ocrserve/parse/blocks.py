@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
@@ -55,8 +56,17 @@ def canonical_label(label: str | None, known: list[str]) -> str:
     if not label or not label.strip():
         return "Text"
     label = _LABEL_SAFE.sub("", label.strip())[:64].strip() or "Text"
-    lookup = {k.lower().replace("_", "-").replace(" ", "-"): k for k in known}
-    return lookup.get(label.lower().replace("_", "-").replace(" ", "-"), label)
+    return _label_lookup(tuple(known)).get(_label_key(label), label)
+
+
+def _label_key(label: str) -> str:
+    return label.lower().replace("_", "-").replace(" ", "-")
+
+
+@functools.lru_cache(maxsize=16)
+def _label_lookup(known: tuple[str, ...]) -> dict[str, str]:
+    """A profile's labels by their spelling-blind key (made once a profile, not once a block)."""
+    return {_label_key(k): k for k in known}
 
 
 def _dimension(v: float) -> float:
