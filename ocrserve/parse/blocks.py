@@ -11,7 +11,7 @@ from selectolax.lexbor import LexborNode
 
 from ocrserve.document import BboxSource, Block, Page
 from ocrserve.profiles import Profile, load_profile
-from ocrserve.render.html_reuse import vouch, within_render_rules
+from ocrserve.render.html_reuse import vouch_page, within_render_rules
 from ocrserve.render.markdown import block_markdown, node_text
 from ocrserve.sanitize import MathStore, prepare_fragment, serialize_children, serialize_nodes
 
@@ -142,8 +142,6 @@ def parse_output(
             text=node_text(node, st),
         )
         block.markdown = block_markdown(block, node, st)
-        if reusable:
-            vouch(block)
         if block.text.strip() or block.markdown.strip() or label != "Text":
             page.blocks.append(block)
 
@@ -184,6 +182,8 @@ def parse_output(
         else:
             pending.append(child)
     flush_pending()
+    if reusable:
+        vouch_page(page.blocks)
     if page.blocks and truncated:
         page.blocks[-1].truncated = True
     return page

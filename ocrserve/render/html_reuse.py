@@ -88,6 +88,57 @@ def vouch(block: Block, passes: int = 3) -> None:
         html = safe_block_html(html)
 
 
+def vouch_page(blocks: list[Block], passes: int = 3) -> None:
+    """`vouch` for a page's blocks, the check (4) of all of them in one parse (`stable_together`); where
+    that does not hold for the page as a whole, block by block, as `vouch` does."""
+    if stable_together([b.html for b in blocks]):
+        for b in blocks:
+            object.__setattr__(b, _MARK, b.html)
+        return
+    for b in blocks:
+        vouch(b, passes)
+
+
+_WRAP = "ocr-block"  # a custom element: no allow-list has it, so no serializer's HTML holds its name
+
+
+def stable_together(htmls: list[str]) -> bool:
+    """True when `stable` holds for every one of these serializer's HTMLs, shown by one Lexbor parse of all
+    of them, each in its own wrapper (`<ocr-block>`, an element the HTML parser treats as any other
+    phrasing one: not special, no scope boundary, not formatting), instead of one parse each (a parse's
+    own cost is most of a block's; issue 28, item 5). False says nothing: the caller asks block by block.
+
+    Why one parse answers for each: (1)-(3) are checked per HTML as in `stable`. For (4), the tree Lexbor
+    builds of the wrapped HTMLs must serialize to exactly the wrappers around each HTML's own Lexbor form;
+    none of the HTMLs holds the wrapper's name, so that puts every wrapper at the body's top level,
+    closed by its own end tag, around a tree serializing to its HTML: the HTML's tags built the elements
+    they spell and no more. Such a run of tokens leaves the parser as it found it (open elements: html,
+    body; no active formatting element left open; in body), so every wrapper's content was parsed from
+    the state a document's `<body>` starts in, the one `stable` parses it from, and the wrapper itself is
+    not looked at by any step that could see it (scope and list-item walks pass it as they pass body's
+    other non-special children). The differential test (tests/render/test_html_reuse.py) checks on
+    fuzzed pages that whenever this says True, `stable` says True of each HTML."""
+    if not all(isinstance(h, str) for h in htmls):
+        return False
+    parts: list[str] = []
+    expect: list[str] = []
+    for html in htmls:
+        if not html:
+            continue
+        if _WRAP in html or clean_text(html) != html:  # (1)
+            return False
+        store = MathStore()
+        protected = protect_math(html, store)
+        if math_html(store, protected) != html or limit_raw_nesting(protected) != protected:  # (2), (3)
+            return False
+        parts.append(f"<{_WRAP}>{protected}</{_WRAP}>")
+        expect.append(f"<{_WRAP}>{_lexbor_form(protected)}</{_WRAP}>")
+    if not parts:
+        return True
+    body = parse_fragment("".join(parts)).body
+    return body is not None and body.inner_html == "".join(expect)
+
+
 def _lexbor_form(html: str) -> str:
     """The serializer's HTML as Lexbor writes the same tree: a no-break space as `&nbsp;`, `'` and the `=`
     of `on...=` in attribute values as themselves (the serializer writes `&#x27;` and `&#61;` only there:

@@ -8,6 +8,7 @@ import ast
 import hashlib
 import pickle
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -17,7 +18,7 @@ from ocrserve import Document, parse_output, render_html
 from ocrserve.document import Block, Page
 from ocrserve.render import html as html_mod
 from ocrserve.render.html import safe_block_html
-from ocrserve.render.html_reuse import reused_html, stable
+from ocrserve.render.html_reuse import reused_html, stable, stable_together, vouch
 from tests.fakes.standin_answers import chandra_output
 from tests.support.corpus_util import corpus_files, doc_of, profile_for, unsafe_html_findings
 
@@ -115,7 +116,7 @@ def test_the_parser_writes_what_a_second_pass_leaves_as_is(inner, monkeypatch):
         assert stable(b.html)
     doc = doc_of(page)
     assert render_html(doc) == render_html(_fresh(doc))
-    monkeypatch.setattr(blocks_mod, "vouch", lambda block: None)  # the first pass alone is not (the case holds)
+    monkeypatch.setattr(blocks_mod, "vouch_page", lambda blocks: None)  # the first pass alone is not (the case holds)
     first = [b.html for b in parse_output(raw, "chandra-1", (612, 792)).blocks]
     assert any(safe_block_html(x) != x for x in first), first
 
@@ -126,6 +127,7 @@ def test_a_block_that_never_settles_is_left_unmarked(monkeypatch):
     import ocrserve.render.html_reuse as reuse
 
     monkeypatch.setattr(reuse, "stable", lambda html: False)
+    monkeypatch.setattr(reuse, "stable_together", lambda htmls: False)
     page = parse_output('<div data-label="Text"><p>a</p></div>', "chandra-1", (612, 792))
     (b,) = page.blocks
     assert reused_html(b) is None and b.html == "<p>a</p>"
@@ -243,3 +245,50 @@ def test_fuzzed_output_is_the_one_of_sanitizing_every_block_again(raw, profile):
     _check_blocks(page)
     doc = doc_of(page)
     assert render_html(doc) == render_html(_fresh(doc))
+
+
+# ------------------------------------------------------------------ one parse for the page's blocks
+
+fuzzed_page = st.lists(fuzzed.map(lambda inner: f'<div data-label="Text">{inner}</div>'), min_size=1, max_size=6).map(
+    "\n".join
+)
+
+
+def _parse(raw: str, profile: str, vouching) -> Page:
+    """parse_output with `vouching(blocks)` in place of the page's vouch."""
+    import ocrserve.parse.blocks as blocks_mod
+
+    with mock.patch.object(blocks_mod, "vouch_page", vouching):
+        return parse_output(raw, profile, (612, 792))
+
+
+def _first_pass(raw: str, profile: str = "chandra-1") -> list[str]:
+    """The page's blocks' HTML as the serializer writes it first (no block vouched for, none made stable)."""
+    return [b.html for b in _parse(raw, profile, lambda blocks: None).blocks]
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(raw=fuzzed_page, profile=st.sampled_from(["chandra-1", "chandra-2"]))
+def test_one_parse_of_the_page_says_stable_only_where_each_block_is(raw, profile):
+    htmls = _first_pass(raw, profile)
+    if stable_together(htmls):
+        assert all(stable(h) for h in htmls), htmls
+    # and the page's marks and HTML are the ones of vouching block by block
+    page = parse_output(raw, profile, (612, 792))
+    one_by_one = _parse(raw, profile, lambda blocks: [vouch(b) for b in blocks])
+    assert [(b.html, reused_html(b)) for b in page.blocks] == [(b.html, reused_html(b)) for b in one_by_one.blocks]
+
+
+def test_one_parse_answers_for_the_common_page_and_not_for_a_page_with_a_non_fixed_point():
+    pages = [chandra_output(hashlib.sha256(str(i).encode()).hexdigest(), 1632, 2112) for i in range(8)]
+    firsts = [_first_pass(raw) for raw in pages]
+    assert all(stable_together(h) for h in firsts)  # the stand-in's pages: one parse each
+    for inner in NOT_FIXED_POINTS:
+        bad = _first_pass(f'<div data-label="Text">{inner}</div>')
+        assert not all(stable(h) for h in bad)
+        assert not stable_together(firsts[0] + bad)  # the page's parse says no; each block is judged alone
+    # the wrapper's own name in a block's text: judged block by block
+    named = _first_pass('<div data-label="Text"><p>an &lt;ocr-block&gt; tag</p></div>')
+    assert all(stable(h) for h in named) and not stable_together(named)
+    # a formatting element left open (not the serializer's: it writes balanced tags) shows in the next wrapper
+    assert not stable_together(["<b>a", "<p>b</p>"]) and not stable_together(["<p>a</p></span>"])
