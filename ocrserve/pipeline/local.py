@@ -157,7 +157,11 @@ class Converter:
         engine_s = time.perf_counter() - t0
         parsed: Page | BaseException | None = None
         if status != "failed":
-            figures = opts.figures and st.staging is not None
+            figures = (
+                opts.figures
+                and st.staging is not None
+                and steps.may_have_figures(self.profile, res.raw, res.extra.get("fill_raw"))
+            )
             try:
                 parsed = await self.pool.run(
                     steps.finish_page,

@@ -4,6 +4,8 @@ Page (parse, the fallback's fill-in, figure crops; runs in the render workers, o
 
 from __future__ import annotations
 
+import html
+import re
 import time
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from ocrserve.ingest.pool import WorkerCrash
 from ocrserve.ingest.raster import DocumentError, RenderedPage, SourceInfo, readable
 from ocrserve.ingest.sources import PageSelection
 from ocrserve.labels import FIGURE_LABELS
-from ocrserve.parse import parse_output
+from ocrserve.parse import canonical_label, parse_output
 from ocrserve.profiles import Profile
 
 
@@ -46,6 +48,24 @@ def finish_page(
         crop_figures_png(page, png, Path(staging), prefix)
     page.timings = PageTimings(parse_s=time.perf_counter() - t0)
     return page
+
+
+_LABEL_ATTR = re.compile(r"""data-label\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]*))""", re.IGNORECASE)
+
+
+def may_have_figures(profile: Profile, *raws: str | None) -> bool:
+    """False only when the parser can make no figure block of these answers (no `data-label` whose value,
+    read as written or with its character references decoded, is a figure label of the profile): the
+    page's PNG then need not go to the worker that parses it (a 400 KB trip through the pool's pipe that
+    the crops alone need). Anything that reads like a label counts, in text too: a page with figures
+    never goes without its PNG."""
+    for raw in raws:
+        for m in _LABEL_ATTR.finditer(raw or ""):
+            value = next(g for g in m.groups() if g is not None)
+            for v in {value, html.unescape(value)}:
+                if canonical_label(v, profile.labels) in FIGURE_LABELS:
+                    return True
+    return False
 
 
 def _overlap(a: list[float], b: list[float]) -> float:
