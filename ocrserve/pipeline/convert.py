@@ -41,4 +41,13 @@ def convert(
     **options: Any,
 ) -> list[DocResult]:
     """Synchronous aconvert(): files/folders/globs -> one ConversionResult per document."""
-    return asyncio.run(aconvert(paths, output_dir=output_dir, raises_on_error=raises_on_error, **options))
+    results: list[DocResult] = []
+
+    async def main() -> None:
+        # the results are kept out of the main task's result: asyncio.run, closing, formats that task
+        # (the SIGINT handler it put back is turned into an enum by trying it, and the ValueError's message
+        # is its %r), which would format every document of the run once more
+        results.extend(await aconvert(paths, output_dir=output_dir, raises_on_error=raises_on_error, **options))
+
+    asyncio.run(main())
+    return results
