@@ -289,10 +289,16 @@ def limit_raw_nesting(html: str, max_depth: int = MAX_RAW_DEPTH) -> str:
     return "".join(out)
 
 
+def fragment_source(html: str, store: MathStore) -> str:
+    """The text Lexbor reads of untrusted `html` (`prepare_fragment`'s input to the HTML parser): cleaned,
+    math out as placeholders (into `store`), nesting limited, no character the parser is not to see."""
+    return _BAD_CHARS.sub("", limit_raw_nesting(protect_math(html, store)))
+
+
 def prepare_fragment(html: str, allowed_tags: set[str], allowed_attrs: set[str]) -> tuple[LexborNode | None, MathStore]:
     """Untrusted HTML -> (sanitized body node, its math). The body is None for an unparsable input."""
     store = MathStore()
-    tree = parse_fragment(limit_raw_nesting(protect_math(html, store)))
+    tree = parse_fragment(fragment_source(html, store))
     body = tree.body
     if body is not None:
         sanitize_node(body, allowed_tags, allowed_attrs)

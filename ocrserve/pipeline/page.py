@@ -17,6 +17,7 @@ from ocrserve.ingest.sources import PageSelection
 from ocrserve.labels import FIGURE_LABELS
 from ocrserve.parse import canonical_label, parse_output
 from ocrserve.profiles import Profile
+from ocrserve.sanitize import MathStore, fragment_source
 
 
 def finish_page(
@@ -50,17 +51,23 @@ def finish_page(
     return page
 
 
-_LABEL_ATTR = re.compile(r"""data-label\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s>]*))""", re.IGNORECASE)
+# every `data-label=` (overlapping: one inside another attribute's value hides none after it) and its
+# value as the HTML tokenizer ends it: a quote, or ASCII whitespace or `>` for an unquoted one
+_LABEL_ATTR = re.compile(
+    r"""(?=data-label[\t\n\f\r ]*=[\t\n\f\r ]*(?:"([^"]*)"|'([^']*)'|([^\t\n\f\r >]*)))""", re.IGNORECASE
+)
 
 
 def may_have_figures(profile: Profile, *raws: str | None) -> bool:
-    """False only when the parser can make no figure block of these answers (no `data-label` whose value,
-    read as written or with its character references decoded, is a figure label of the profile): the
-    page's PNG then need not go to the worker that parses it (a 400 KB trip through the pool's pipe that
-    the crops alone need). Anything that reads like a label counts, in text too: a page with figures
-    never goes without its PNG."""
+    """False only when the parser can make no figure block of these answers: no `data-label` in the text
+    the parser reads (`fragment_source`: cleaned, math out) whose value, as written or with its character
+    references decoded, is a figure label of the profile. The page's PNG then need not go to the worker that
+    parses it (a 400 KB trip through the pool's pipe that the crops alone need). Anything that reads like a
+    label counts, in text too: a page with figures never goes without its PNG."""
     for raw in raws:
-        for m in _LABEL_ATTR.finditer(raw or ""):
+        if not raw:
+            continue
+        for m in _LABEL_ATTR.finditer(fragment_source(raw, MathStore())):
             value = next(g for g in m.groups() if g is not None)
             for v in {value, html.unescape(value)}:
                 if canonical_label(v, profile.labels) in FIGURE_LABELS:

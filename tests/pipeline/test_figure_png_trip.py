@@ -16,6 +16,7 @@ from tests.support import helpers
 
 LABELS = ["Image", "image", "IMAGE", "Figure", "fig_ure", "Fig!ure", "&#70;igure", "&#x46;igure", "Dia gram"]
 LABELS += ["Diagram", "diagram", "Text", "Table", "Picture", "Caption", "", "&amp;", "Image&#0;", " Figure "]
+LABELS += ["Im\xa0age", "Ima\x1fge", "Fig<math></math>ure", "&#x&#xE000;49;mage", "Dia\x00gram", "Fig&#xE001;ure"]
 TAGS = [
     '<div data-label="{}">',
     "<div data-label='{}'>",
@@ -23,6 +24,10 @@ TAGS = [
     '<div DATA-LABEL = "{}" data-bbox="[1, 2, 3, 4]">',
     '<div/data-label="{}">',
     '<div data-label="Text" data-label="{}">',
+    '<div title="data-label=" data-label="{}">',
+    '<div data-\x00label="{}">',
+    '<div data-&#xE000;label="{}">',
+    "<div data-label=\n{}\n>",
     '<div data-bbox="[0, 0, 500, 500]" data-label="{}">',
 ]
 piece = st.one_of(
@@ -48,6 +53,20 @@ def test_answers_with_and_without_figures():
     assert not steps.may_have_figures(c1, "<p>Image</p>", "")
     assert steps.may_have_figures(c1, '<div data-label="Text"><p>a</p></div>', '<div data-label="Image"></div>')
     assert steps.may_have_figures(c1, "<div data-label=&#70;igure>")
+    # what the parser reads, not the raw text: found by review (each made a figure block, said to hold none)
+    for raw in (
+        '<div title="data-label=" data-label="Image"></div>',
+        "<div data-label=Im\xa0age></div>",
+        "<div data-label=Ima\x1fge></div>",
+        '<div data-label="Fig<math></math>ure"></div>',
+        '<div data-\x00label="Image"></div>',
+        '<div data-&#xE000;label="Image"></div>',
+        '<div data-label="&#x&#xE000;49;mage"></div>',
+    ):
+        assert [b.label for b in ocrserve.parse_output(raw, c1, (612, 792)).blocks] == [
+            "Figure" if "Fig" in raw else "Image"
+        ]
+        assert steps.may_have_figures(c1, raw), raw
     assert steps.may_have_figures(c2, '<div data-label="diagram">') and not steps.may_have_figures(
         c1,
         '<div data-label="diagram">',  # Chandra 1 knows no Diagram: kept as written, no figure
