@@ -51,10 +51,11 @@ def finish_page(
     return page
 
 
-# every `data-label=` (overlapping: one inside another attribute's value hides none after it) and its
-# value as the HTML tokenizer ends it: a quote, or ASCII whitespace or `>` for an unquoted one
+# a `data-label=` and its value as the HTML tokenizer ends it: a quote, or ASCII whitespace or `>` unquoted;
+# tried at every `data-label` (one inside another attribute's value hides none after it)
+_LABEL_NAME = re.compile("data-label", re.IGNORECASE)
 _LABEL_ATTR = re.compile(
-    r"""(?=data-label[\t\n\f\r ]*=[\t\n\f\r ]*(?:"([^"]*)"|'([^']*)'|([^\t\n\f\r >]*)))""", re.IGNORECASE
+    r"""data-label[\t\n\f\r ]*=[\t\n\f\r ]*(?:"([^"]*)"|'([^']*)'|([^\t\n\f\r >]*))""", re.IGNORECASE
 )
 
 
@@ -64,14 +65,23 @@ def may_have_figures(profile: Profile, *raws: str | None) -> bool:
     references decoded, is a figure label of the profile. The page's PNG then need not go to the worker that
     parses it (a 400 KB trip through the pool's pipe that the crops alone need). Anything that reads like a
     label counts, in text too: a page with figures never goes without its PNG."""
+    seen: dict[str, bool] = {}  # the few values a page repeats (Text, Section-Header, ...)
     for raw in raws:
         if not raw:
             continue
-        for m in _LABEL_ATTR.finditer(fragment_source(raw, MathStore())):
-            value = next(g for g in m.groups() if g is not None)
-            for v in {value, html.unescape(value)}:
-                if canonical_label(v, profile.labels) in FIGURE_LABELS:
-                    return True
+        text = fragment_source(raw, MathStore())
+        for name in _LABEL_NAME.finditer(text):
+            m = _LABEL_ATTR.match(text, name.start())
+            if m is None:
+                continue
+            value = m.group(1) or m.group(2) or m.group(3) or ""
+            figure = seen.get(value)
+            if figure is None:
+                figure = seen[value] = any(
+                    canonical_label(v, profile.labels) in FIGURE_LABELS for v in {value, html.unescape(value)}
+                )
+            if figure:
+                return True
     return False
 
 
