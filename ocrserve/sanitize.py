@@ -228,23 +228,7 @@ def parse_fragment(html: str) -> LexborHTMLParser:
 
 
 _RAW_TAG = re.compile(r"<(/?)([A-Za-z][A-Za-z0-9]*)\b[^<>]*?(/?)>")
-_RAW_VOID = {
-    "br",
-    "hr",
-    "img",
-    "input",
-    "meta",
-    "link",
-    "area",
-    "base",
-    "col",
-    "embed",
-    "param",
-    "source",
-    "track",
-    "wbr",
-    "keygen",
-}
+_RAW_VOID = frozenset("br hr img input meta link area base col embed param source track wbr keygen".split())
 MAX_RAW_DEPTH = 400
 
 

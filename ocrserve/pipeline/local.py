@@ -4,8 +4,7 @@ It only schedules: every per-page and per-document step is pipeline/page.py's an
 the Ray scheduler (pipeline/ray.py). Stages are connected by bounded concurrency: rendering (worker processes)
 runs ahead of the engine by at most `prefetch_pages` pages, the engine keeps `capacity()` pages in flight,
 parsing and figure crops run in the workers, and a document is written as soon as its last page is back.
-Every page ends in the Document as ok, fallback (the lite engine rescued it; the model's error kept) or
-failed (with its error); a document that cannot be opened fails alone with its reason.
+Every page ends as ok, fallback (lite rescued it) or failed (its error); an unopenable document fails alone.
 """
 
 from __future__ import annotations
@@ -157,11 +156,8 @@ class Converter:
         engine_s = time.perf_counter() - t0
         parsed: Page | BaseException | None = None
         if status != "failed":
-            figures = (
-                opts.figures
-                and st.staging is not None
-                and steps.may_have_figures(self.profile, res.raw, res.extra.get("fill_raw"))
-            )
+            fill = res.extra.get("fill_raw")
+            figures = opts.figures and st.staging is not None and steps.may_have_figures(self.profile, res.raw, fill)
             try:
                 parsed = await self.pool.run(
                     steps.finish_page,
