@@ -274,9 +274,9 @@ def limit_raw_nesting(html: str, max_depth: int = MAX_RAW_DEPTH) -> str:
 
 
 def fragment_source(html: str, store: MathStore) -> str:
-    """The text Lexbor reads of untrusted `html` (`prepare_fragment`'s input to the HTML parser): cleaned,
-    math out as placeholders (into `store`), nesting limited, no character the parser is not to see."""
-    return _BAD_CHARS.sub("", limit_raw_nesting(protect_math(html, store)))
+    """The text Lexbor reads of untrusted `html` (`prepare_fragment`'s input to the HTML parser): cleaned
+    (`protect_math` starts with `clean_text`), math out as placeholders (into `store`), nesting limited."""
+    return limit_raw_nesting(protect_math(html, store))
 
 
 def prepare_fragment(html: str, allowed_tags: set[str], allowed_attrs: set[str]) -> tuple[LexborNode | None, MathStore]:

@@ -125,11 +125,8 @@ def stable_together(htmls: list[str]) -> bool:
     for html in htmls:
         if not html:
             continue
-        if _WRAP in html or clean_text(html) != html:  # (1)
-            return False
-        store = MathStore()
-        protected = protect_math(html, store)
-        if math_html(store, protected) != html or limit_raw_nesting(protected) != protected:  # (2), (3)
+        protected = None if _WRAP in html else _protected(html)
+        if protected is None:
             return False
         parts.append(f"<{_WRAP}>{protected}</{_WRAP}>")
         expect.append(f"<{_WRAP}>{_lexbor_form(protected)}</{_WRAP}>")
@@ -164,13 +161,22 @@ def stable(html: str) -> bool:
     """True when sanitizing the serializer's `html` again provably gives it back (the module's 1-4)."""
     if not html:
         return True
-    if clean_text(html) != html:  # (1)
-        return False
-    store = MathStore()
-    protected = protect_math(html, store)
-    if math_html(store, protected) != html:  # (2)
-        return False
-    if limit_raw_nesting(protected) != protected:  # (3)
+    protected = _protected(html)
+    if protected is None:
         return False
     body = parse_fragment(protected).body
     return body is not None and body.inner_html == _lexbor_form(protected)  # (4)
+
+
+def _protected(html: str) -> str | None:
+    """`html` with its math as placeholders (what Lexbor is to read of it) when the module's (1)-(3) hold, else
+    None."""
+    if clean_text(html) != html:  # (1)
+        return None
+    store = MathStore()
+    protected = protect_math(html, store)
+    if math_html(store, protected) != html:  # (2)
+        return None
+    if limit_raw_nesting(protected) != protected:  # (3)
+        return None
+    return protected
