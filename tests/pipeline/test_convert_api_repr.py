@@ -2,7 +2,7 @@
 puts back the SIGINT handler it installed, and `signal` turns the old one (a partial holding the run's main
 task) into an enum by trying `Handlers(old)`, whose ValueError message is `%r` of it: the task's repr, its
 result included. Were that result the run's documents, every block of every page would be formatted once
-more at the end of each run (1.5 ms a page of parent CPU on the stand-in's answers). Run as a script is run
+more at the end of each run. Run as a script is run
 (the main thread of its own process, Python's own SIGINT handler), which a test worker is not."""
 
 from __future__ import annotations
