@@ -22,6 +22,11 @@ from pathlib import Path
 
 
 def _commit(tree: Path) -> str:
+    """The tree's commit, or "unknown" for a tree that is no repository's root (an exported copy inside another
+    repository would report the outer one's)."""
+    top = subprocess.run(["git", "-C", str(tree), "rev-parse", "--show-toplevel"], capture_output=True, text=True)
+    if Path(top.stdout.strip() or "/nonexistent").resolve() != tree.resolve():
+        return "unknown"
     out = subprocess.run(["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     dirty = subprocess.run(
         ["git", "-C", str(tree), "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
