@@ -4,7 +4,9 @@ process against a live server, each stage timed with the process's CPU clock.
 Stages: `render` (pdfium to the exact target size, RGB pixels), `encode` (the page image as PNG), `request`
 (base64, the JSON body as the openai engine splices it, the HTTP exchange and reading the answer:
 the client's side only, the server is another process), `parse` (raw model HTML -> blocks, what the
-render workers run), `outputs` (Markdown, HTML and JSON of the document written, per page).
+render workers run), `figures` (the figure blocks' crops cut from the page's PNG and written, as the
+pipeline does for a run that writes figures), `outputs` (Markdown, HTML and JSON of the document written,
+per page).
 Against the stand-in server (instant answers) the sum is what the client spends per page.
 """
 
@@ -24,7 +26,7 @@ from ocrserve.bench.clients import _auth, _page_list, _served_model
 from ocrserve.engines import chat
 from ocrserve.profiles import Profile
 
-STAGES = ("render", "encode", "request", "parse", "outputs")
+STAGES = ("render", "encode", "request", "parse", "figures", "outputs")
 
 
 def _template(model: str, profile: Profile, max_tokens: int, ignore_eos: bool) -> tuple[bytes, bytes]:
@@ -49,7 +51,9 @@ def stage_profile(
     from ocrserve.engines.openai import normalize_base_url
     from ocrserve.ingest.raster import Budget, encode_pixels, forget, pdf_page_pixels
     from ocrserve.pipeline.output import write_document
+    from ocrserve.labels import FIGURE_LABELS
     from ocrserve.pipeline.page import finish_page
+    from ocrserve.render.figures import crop_figures_png
 
     url = normalize_base_url(server) + "/chat/completions"
     model = _served_model(server, api_key)
@@ -60,6 +64,7 @@ def stage_profile(
     done = []
     sizes: list[int] = []
     out = Path(tempfile.mkdtemp(prefix="ocrserve-stages-"))
+    (out / "figures").mkdir()
     clock = time.thread_time  # this thread's CPU: the samplers' threads of a long-running bench stay out
     try:
         with httpx.Client(timeout=600, headers={**_auth(api_key), "content-type": "application/json"}) as client:
@@ -87,7 +92,10 @@ def stage_profile(
                     prefix=f"p{i}",
                 )
                 t4 = clock()
-                for s, v in zip(STAGES, (t1 - t, t2 - t1, t3 - t2, t4 - t3)):
+                if any(b.label in FIGURE_LABELS for b in page.blocks):
+                    crop_figures_png(page, png, out / "figures", f"p{i}")
+                t5 = clock()
+                for s, v in zip(STAGES, (t1 - t, t2 - t1, t3 - t2, t4 - t3, t5 - t4)):
                     cpu[s].append(v)
                 done.append(page)
             for f in {p for p, _ in pages}:

@@ -39,7 +39,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 from pydantic import Field
 
 from ocrserve.engines.base import (
@@ -53,6 +52,7 @@ from ocrserve.engines.base import (
 )
 from ocrserve.engines.chat import BodyTemplate
 from ocrserve.engines.deltas import Deltas
+from ocrserve.engines.http import httpx
 from ocrserve.engines.openai_breaker import Breaker
 from ocrserve.engines.openai_http import (
     Answer,

@@ -15,10 +15,9 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-import httpx
-
 from ocrserve.engines.base import EngineError
 from ocrserve.engines.deltas import Deltas
+from ocrserve.engines.http import httpx
 
 RETRYABLE_STATUS = {408, 409, 425, 429}
 BYTES_PER_TOKEN = 64  # UTF-8 bytes of answer a token may bring, generously

@@ -8,9 +8,8 @@ import asyncio
 import logging
 from typing import Any
 
-import httpx
-
 from ocrserve.engines.base import EngineError
+from ocrserve.engines.http import httpx
 from ocrserve.engines.openai_http import RETRYABLE_STATUS, Fatal, Retry, error_message
 from ocrserve.profiles import PROFILES, Profile, served_profile
 

@@ -128,7 +128,7 @@ def test_hf_gpu_pages_are_distinct_and_seeded():
 def test_stages_mode_reports_client_cpu_per_stage(tmp_path, standin):
     report = run_bench(server=standin.url, synthetic=5, modes=["stages"], max_tokens=16, stream_probe=0)
     st = report["client_cpu_stages"]
-    assert st["pages"] == 5 and list(st["stages"]) == ["render", "encode", "request", "parse", "outputs"]
+    assert st["pages"] == 5 and list(st["stages"]) == ["render", "encode", "request", "parse", "figures", "outputs"]
     assert all(v["mean_ms"] > 0 for v in st["stages"].values())
     assert st["total_mean_ms"] == pytest.approx(sum(v["mean_ms"] for v in st["stages"].values()), abs=0.05)
     assert standin.stats()["completed"] == 5  # each page really went to the server

@@ -1,0 +1,19 @@
+"""The HTTP library the page requests go through: httpx2 (the same API as httpx, from httpx's maintainers'
+successor line), httpx where it is not installed.
+
+With a vLLM server's 128 pages in flight, httpx 0.x's connection pool (httpcore 1) walks its connection list
+once for every idle connection on each request: at 64 truly in flight that is 12.5 ms of client CPU a
+request against httpx2's 1.8 (bench/results/http-clients-2026-12-07/), and the pipeline's parent process
+spent 17 ms a page against a GPU-paced server with 128 in flight where it spends 10-11 on httpx2
+(bench/results/client-http2x-2026-12-07/). Only the engine's own client is on it; the rest of ocrserve
+(the API's tests, the bench's plain client) keeps httpx.
+"""
+
+from __future__ import annotations
+
+try:
+    import httpx2 as httpx
+except ImportError:  # pragma: no cover - httpx2 is a dependency; a trimmed install falls back
+    import httpx  # type: ignore[no-redef]
+
+__all__ = ["httpx"]
