@@ -1,6 +1,7 @@
 """Engine `openai`: any OpenAI-compatible chat-completions server; vLLM serving Chandra in production.
 
-One `httpx.AsyncClient` (HTTP/1.1, keep-alive, a connection per request in flight) sends each page
+One `AsyncClient` of httpx2 (engines/http.py: httpx's API, a pool that stays cheap with 128 requests in
+flight; HTTP/1.1, keep-alive, a connection per request in flight) sends each page
 as the model expects it: one user turn, the page PNG as a data URL first, then the profile's prompt
 byte for byte, with the profile's sampling (engines/chat.py builds it: the base64 image spliced into a
 cached JSON template). The HTTP side (URL, answers, errors) is openai_http.py; the server's model list
