@@ -50,8 +50,8 @@ def stage_profile(
     from ocrserve.document import Document, Source
     from ocrserve.engines.openai import normalize_base_url
     from ocrserve.ingest.raster import Budget, encode_pixels, forget, pdf_page_pixels
-    from ocrserve.pipeline.output import write_document
     from ocrserve.labels import FIGURE_LABELS
+    from ocrserve.pipeline.output import write_document
     from ocrserve.pipeline.page import finish_page
     from ocrserve.render.figures import crop_figures_png
 
