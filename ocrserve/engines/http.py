@@ -1,5 +1,5 @@
-"""The HTTP library the page requests go through: httpx2 (the same API as httpx, from httpx's maintainers'
-successor line), httpx where it is not installed.
+"""The HTTP library the page requests go through: httpx2 ("the next generation HTTP client": httpx's API,
+by httpx's author, github.com/pydantic/httpx2), httpx where it is not installed.
 
 With a vLLM server's 128 pages in flight, httpx 0.x's connection pool (httpcore 1) walks its connection list
 once for every idle connection on each request: at 64 truly in flight that is 12.5 ms of client CPU a
