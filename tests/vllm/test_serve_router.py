@@ -70,7 +70,10 @@ def test_serve_on_two_gpus_is_one_url_that_survives_a_replica(tmp_path: Path):
             lambda i: httpx.post(url + "/chat/completions", json=body(png(i)), timeout=60), list(range(8))
         )
         assert all(a.status_code == 200 for a in answers), answers
-        assert [stats(port + 1 + i)["total_requests"] for i in (0, 1)] == [4, 4]
+        # least outstanding requests: 4 and 4 when all 8 are in flight at once, 5 and 3 when one was answered
+        # before the last came (a loaded machine); never all on one
+        first = [stats(port + 1 + i)["total_requests"] for i in (0, 1)]
+        assert sum(first) == 8 and min(first) >= 3, first
 
         # replica-0 dies: its pages go to replica-1, the supervisor restarts it, the router takes it back
         pid = replica_pid(port + 1)
@@ -78,13 +81,13 @@ def test_serve_on_two_gpus_is_one_url_that_survives_a_replica(tmp_path: Path):
         os.kill(pid, signal.SIGKILL)
         for i in range(4):
             assert httpx.post(url + "/chat/completions", json=body(png(50 + i)), timeout=60).status_code == 200
-        assert stats(port + 2)["total_requests"] == 8
+        assert stats(port + 2)["total_requests"] == first[1] + 4
         assert wait_until(lambda: replica_pid(port + 1) not in (None, pid) and stats(port + 1) is not None, 30)
         router = f"http://127.0.0.1:{port}/router/replicas"
         assert wait_until(lambda: httpx.get(router, timeout=5).json()["healthy"] == 2, 10)
         for i in range(4):
             assert httpx.post(url + "/chat/completions", json=body(png(90 + i)), timeout=60).status_code == 200
-        assert stats(port + 1)["total_requests"] == 2 and stats(port + 2)["total_requests"] == 10
+        assert stats(port + 1)["total_requests"] == 2 and stats(port + 2)["total_requests"] == first[1] + 6
 
         p.send_signal(signal.SIGTERM)
         assert p.wait(timeout=30) == 0
