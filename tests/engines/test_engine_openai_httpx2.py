@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import io
 import socket
 
+from PIL import Image
+
+from ocrserve.engines.base import PageInput
 from ocrserve.engines.openai import OpenAIEngine
-from tests.engines.test_engine_openai import engine_for, make_page, run_one
+
+
+def _page(i: int) -> PageInput:
+    im = Image.new("RGB", (64, 96), (250, 250, 250))
+    im.putpixel((i % 64, 5), (0, 0, 0))  # distinct bytes: a distinct page at the server
+    buf = io.BytesIO()
+    im.save(buf, format="PNG")
+    return PageInput(doc_id="doc", index=i, png=buf.getvalue(), width=64, height=96, unit="px")
 
 
 async def test_the_engine_speaks_through_httpx2(standin):
@@ -14,9 +25,9 @@ async def test_the_engine_speaks_through_httpx2(standin):
     a page answered, then a refused connection that is retried and reported, not raised."""
     import httpx2
 
-    eng = engine_for(standin)
+    eng = OpenAIEngine("chandra-1", server=standin.url, backoff_s=0.01)
     try:
-        res = await eng.ocr(make_page(71))
+        res = await eng.ocr(_page(71))
         assert res.ok
         assert isinstance(eng._session_now().client, httpx2.AsyncClient)
     finally:
@@ -24,5 +35,9 @@ async def test_the_engine_speaks_through_httpx2(standin):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    res = await run_one(OpenAIEngine("chandra-1", server=f"127.0.0.1:{port}", backoff_s=0.01), make_page(72))
+    eng = OpenAIEngine("chandra-1", server=f"127.0.0.1:{port}", backoff_s=0.01)
+    try:
+        res = await eng.ocr(_page(72))
+    finally:
+        await eng.aclose()
     assert not res.ok and "ConnectError" in res.error
