@@ -57,7 +57,7 @@ def _timed(fn, *args):
     return out, time.thread_time() - t
 
 
-def _timing_pool() -> Any:
+def _timing_pool() -> None:
     """ResilientPool.run with every task's own CPU in the worker recorded by the function's name."""
     from ocrserve.ingest.pool import ResilientPool
 
@@ -70,7 +70,6 @@ def _timing_pool() -> Any:
         return out
 
     ResilientPool.run = timed_run  # type: ignore[method-assign]
-    return run
 
 
 def _perf(pids: list[int], path: str | None) -> subprocess.Popen | None:

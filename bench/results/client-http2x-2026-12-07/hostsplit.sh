@@ -6,14 +6,7 @@
 # stages with the figure crops (this tree). Everything under $OUT, tarred into $OUT/all.tgz.
 set -u
 root=$(pwd)
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/wheels/*.whl > $OUT/pip.log 2>&1 || { tail $OUT/pip.log; exit 1; }
-export PYTHONPATH=/tmp/site PYTHONUNBUFFERED=1
-inc=$(python3 -c "import sysconfig; print(sysconfig.get_paths()['include'])")
-suf=$(python3 -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
-for t in "$root" "$root/.gpu/before"; do
-    gcc -O3 -shared -fPIC -I"$inc" $t/ocrserve/_gray.c -o $t/ocrserve/_gray$suf || exit 1
-    gcc -O3 -shared -fPIC -I"$inc" $t/ocrserve/ingest/_lanczos.c -o $t/ocrserve/ingest/_lanczos$suf || exit 1
-done
+. bench/host_setup.sh "$root/.gpu/before"
 mkdir -p $OUT/r
 lscpu > $OUT/r/lscpu.txt; nproc >> $OUT/r/lscpu.txt; python3 --version >> $OUT/r/lscpu.txt
 python3 -m pip list --path /tmp/site > $OUT/r/pip-list-carried.txt 2>/dev/null
