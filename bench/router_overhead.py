@@ -7,6 +7,8 @@
    second and the router's CPU per event.
 
     python -m bench.router_overhead [--requests 200] [--concurrency 16] [--streams 64] [--out DIR]
+        [--delay-s S]   # each whole answer S seconds after it came (a GPU's pace: many requests held open)
+        [--tree DIR]    # the router from another source tree (a before, to compare side by side)
 """
 
 from __future__ import annotations
@@ -24,10 +26,10 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
 import psutil
 from PIL import Image
 
+from ocrserve.engines.http import httpx  # the load client on httpx2 (128 in flight would slow httpx 0.x itself)
 from tests.fakes.standin import start_standin
 from tests.support.api import free_port
 
@@ -99,9 +101,12 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=16)
     ap.add_argument("--streams", type=int, default=64)
     ap.add_argument("--token-delay", type=float, default=0.01, help="stand-in seconds between streamed events")
+    ap.add_argument("--delay-s", type=float, default=0.0, help="stand-in seconds before each whole answer (paced)")
+    ap.add_argument("--tree", default=None, help="run the router from this source tree (default: this one)")
     ap.add_argument("--out", default=None, help="folder for router-overhead.json and .md (default: print only)")
     a = ap.parse_args()
     reps = [start_standin(), start_standin()]
+    tree = Path(a.tree).resolve() if a.tree else ROOT
     sock_port = free_port()
     router = subprocess.Popen(
         [
@@ -113,7 +118,8 @@ def main() -> None:
             "--replicas",
             ",".join(r.root for r in reps),
         ],
-        cwd=ROOT,
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))},
     )
     url = f"http://127.0.0.1:{sock_port}/v1"
     try:
@@ -128,16 +134,20 @@ def main() -> None:
         bodies = [body(page_png()) for _ in range(a.requests)]
         asyncio.run(load(url, bodies[:8], 4))  # warm both paths
         asyncio.run(load(reps[0].url, bodies[:8], 4))
+        for r in reps:
+            r.control(delay_s=a.delay_s)
         direct = asyncio.run(load(reps[0].url, bodies, a.concurrency))
         c0 = cpu_s(proc)
         routed = asyncio.run(load(url, bodies, a.concurrency))
         cpu_whole = cpu_s(proc) - c0
-        for r in reps:
-            r.control(token_delay_s=a.token_delay, chunk_chars=4)
-        sbodies = [body(page_png(64), stream=True) for _ in range(a.streams)]
-        c0, t0 = cpu_s(proc), time.perf_counter()
-        n_events = asyncio.run(streams(url, sbodies))
-        wall, cpu_stream = time.perf_counter() - t0, cpu_s(proc) - c0
+        n_events, wall, cpu_stream = 0, 1.0, 0.0
+        if a.streams:
+            for r in reps:
+                r.control(delay_s=0.0, token_delay_s=a.token_delay, chunk_chars=4)
+            sbodies = [body(page_png(64), stream=True) for _ in range(a.streams)]
+            c0, t0 = cpu_s(proc), time.perf_counter()
+            n_events = asyncio.run(streams(url, sbodies))
+            wall, cpu_stream = time.perf_counter() - t0, cpu_s(proc) - c0
     finally:
         router.terminate()
         router.wait()
@@ -146,8 +156,11 @@ def main() -> None:
     rep = {
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
         "request_body_bytes_mean": round(statistics.fmean(len(b) for b in bodies)),
+        "command": "python -m bench.router_overhead " + " ".join(sys.argv[1:]),
+        "router_tree": str(tree),
         "requests": a.requests,
         "concurrency": a.concurrency,
+        "delay_s": a.delay_s,
         "latency_p50_direct_ms": round(1000 * statistics.median(direct), 1),
         "latency_p50_router_ms": round(1000 * statistics.median(routed), 1),
         "router_cpu_ms_per_request": round(1000 * cpu_whole / a.requests, 2),

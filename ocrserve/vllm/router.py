@@ -58,8 +58,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-import httpx
-
+from ocrserve.engines.http import httpx  # httpx2: with many pages in flight httpx 0.x walks its pool per request
 from ocrserve.vllm.router_metrics import merge_metrics
 
 log = logging.getLogger("ocrserve.router")
@@ -353,7 +352,8 @@ def main(argv: list[str] | None = None) -> None:
     import uvicorn
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # not a line per request
+    for name in ("httpx", "httpx2"):
+        logging.getLogger(name).setLevel(logging.WARNING)  # not a line per request
     router = Router(
         [u.strip() for u in a.replicas.split(",") if u.strip()],
         health_interval=a.health_interval,

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from ocrserve.vllm.router import Router
+from ocrserve.vllm.router import httpx as router_httpx
 from ocrserve.vllm.router_metrics import merge_metrics
 from tests.fakes.standin import StandIn, expected_output, start_standin
 from tests.support.helpers import text_pdf
@@ -174,18 +175,27 @@ def test_merge_metrics_groups_each_family():
     assert merge_metrics([]) == ""
 
 
+def test_the_router_relays_through_httpx2():
+    # httpx 0.x's pool walks its connection list for each request: with a GPU host's pages in flight that was
+    # several ms of the router's CPU a page (bench/results/router-overhead-cpu/)
+    assert router_httpx.__name__ == "httpx2"
+    assert isinstance(Router(["http://a"]).client, router_httpx.AsyncClient)
+
+
 def test_a_5xx_or_no_answer_on_health_takes_a_replica_out_and_200_puts_it_back():
     answers = {"http://a": 200, "http://b": 503}
 
-    def handler(request: httpx.Request) -> httpx.Response:
+    lib = router_httpx  # the router's own client library (httpx2), its mock transport and errors
+
+    def handler(request):
         status = answers[f"{request.url.scheme}://{request.url.host}"]
         if status == 0:
-            raise httpx.ConnectError("refused", request=request)
-        return httpx.Response(status)
+            raise lib.ConnectError("refused", request=request)
+        return lib.Response(status)
 
     async def go() -> list[list[bool]]:
         router = Router(["http://a", "http://b/"])
-        router._client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+        router._client = lib.AsyncClient(transport=lib.MockTransport(handler))
         seen = []
         for a, b in [(200, 503), (0, 200), (200, 200)]:
             answers.update({"http://a": a, "http://b": b})
