@@ -9,13 +9,12 @@ fails at once with the reason, so the fallback takes it without a ladder of its 
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from ocrserve.engines.base import DeltaCallback, EngineResult, PageInput
-from ocrserve.engines.chat import image_mime
+from ocrserve.engines.chat import b64encode, image_mime
 from ocrserve.engines.deltas import Deltas
 from ocrserve.engines.openai_http import Fatal, Retry, png_size
 from ocrserve.engines.policy import Ladder
@@ -60,7 +59,7 @@ async def ocr_page(
         data = page.png_bytes()
         mime = image_mime(data)
         size = page.image_size or png_size(data)
-        b64 = base64.b64encode(data)
+        b64 = b64encode(data)
     except Exception as e:  # noqa: BLE001 - a page we cannot even encode fails, never raises
         return ladder.failed(f"cannot encode the page image: {e}")
     avoid: int | None = None

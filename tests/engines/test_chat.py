@@ -110,3 +110,14 @@ def test_the_bench_sends_the_engines_request():
     assert _body("m", profile, png, 55, True, stream=True) == chat.body(
         "m", chat.data_url(png), profile.prompt, profile.sampling, 55, stream=True, ignore_eos=True
     )
+
+
+def test_the_image_is_base64_encoded_by_pybase64_as_the_standard_library_encodes_it():
+    import os
+
+    import pybase64
+
+    assert chat.b64encode is pybase64.b64encode  # SIMD: ~1 ms of the event loop's CPU a page less
+    for data in (b"", b"\x00", os.urandom(1), os.urandom(2), os.urandom(3), os.urandom(400_001), _png()):
+        assert chat.b64encode(data) == base64.b64encode(data)
+    assert chat.data_url(_png()) == "data:image/png;base64," + base64.b64encode(_png()).decode("ascii")
