@@ -6,7 +6,8 @@ once for every idle connection on each request: at 64 truly in flight that is 12
 request against httpx2's 1.8 (bench/results/http-clients-2026-12-07/), and the pipeline's parent process
 spent 17 ms a page against a GPU-paced server with 128 in flight where it spends 10-11 on httpx2
 (bench/results/client-http2x-2026-12-07/). The engine's client and the router of `ocrserve serve` (14-18 ->
-5-6 ms a request paced: bench/results/router-http2x-2026-12-07/) are on it; the rest of ocrserve (the API's
+5-6 ms a request paced on a loaded 2-core VM, 4.3 -> 3.4 on the GPU host:
+bench/results/router-http2x-2026-12-07/, client-b64-2026-12-07/) are on it; the rest of ocrserve (the API's
 tests, the bench's plain client) keeps httpx.
 """
 

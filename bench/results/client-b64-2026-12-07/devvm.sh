@@ -5,7 +5,7 @@
 #   BEFORE=/tmp/rbefore OUT=bench/results/client-b64-2026-12-07/devvm bash bench/results/client-b64-2026-12-07/devvm.sh
 set -u
 root=$(pwd)
-mkdir -p "$OUT"
+mkdir -p "$OUT"; OUT=$(realpath "$OUT")
 for r in 1 2 3; do
     for m in chandra-2 chandra-1; do
         for t in before after; do
