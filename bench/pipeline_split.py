@@ -7,7 +7,8 @@ their side of the pool's transport), with the workers' own timed steps (render_s
 Against the stand-in server (another process: not counted), instant or, with `--delay-s`, answering each
 page that many seconds after it came (`--concurrency` pages in flight: the pace of a GPU server). `--profile` also samples
 the parent's Python stacks (cProfile, its own overhead included: for shares, not totals) into
-<name>-parent.prof.txt.
+<name>-parent.prof.txt. `--client-cpus 0,1` pins the client (the parent, and the render workers it starts) to those
+CPUs once the stand-in runs (on the others): what the client sustains on two cores, as pages/s.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import asyncio
 import cProfile
 import io
 import json
+import os
 import platform
 import pstats
 import shlex
@@ -94,6 +96,7 @@ def run(
     perf: str | None = None,
     workers_n: int = 0,
     delay_s: float = 0.0,
+    client_cpus: set[int] | None = None,
 ) -> dict[str, Any]:
     from ocrserve.pipeline.local import Converter
 
@@ -106,6 +109,8 @@ def run(
         got: list[Any] = []  # the summary kept out of go()'s result (asyncio.run's runner, closing, reprs it)
 
         async def go() -> tuple[dict[str, float], float]:
+            if client_cpus:  # the stand-in keeps every CPU; the workers started below inherit the parent's
+                os.sched_setaffinity(0, client_cpus)
             conv = Converter(
                 engine="openai",
                 model=model,
@@ -151,6 +156,7 @@ def run(
     out = {
         "pages": int(n),
         "wall_s": round(wall, 2),
+        "pages_per_s": round(n / wall, 2),
         "parent_ms": round(cpu["parent"] * ms, 2),
         "workers_ms": round(cpu["workers"] * ms, 2),
         "total_ms": round((cpu["parent"] + cpu["workers"]) * ms, 2),
@@ -173,6 +179,7 @@ def main() -> None:
     ap.add_argument("--delay-s", type=float, default=0.0, help="the stand-in's wait before each answer (a GPU's pace)")
     ap.add_argument("--httpx2", action="store_true", help="the whole client on httpx2 (httpx2.alias_httpx())")
     ap.add_argument("--render-workers", type=int, default=0, help="the pool's workers (0: the default)")
+    ap.add_argument("--client-cpus", default="", help="pin the client to these CPUs (comma-separated ids)")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--name", default="split")
     a = ap.parse_args()
@@ -181,7 +188,10 @@ def main() -> None:
     runs = []
     for _ in range(a.rounds):
         with tempfile.TemporaryDirectory(prefix="split-") as tmp:
-            runs.append(run(a.model, a.pages, a.concurrency, Path(tmp), a.profile, a.perf, a.render_workers, a.delay_s))
+            cpus = {int(c) for c in a.client_cpus.split(",") if c.strip()} or None
+            runs.append(
+                run(a.model, a.pages, a.concurrency, Path(tmp), a.profile, a.perf, a.render_workers, a.delay_s, cpus)
+            )
     prof = [r.pop("profile", None) for r in runs]
     report = {
         "command": "python -m bench.pipeline_split " + shlex.join(sys.argv[1:]),

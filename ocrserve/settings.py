@@ -66,7 +66,7 @@ class Settings(BaseSettings):
     concurrency: int | None = Field(None, ge=1)
     # rendered pages allowed to wait ahead of the requests (memory bound)
     prefetch_pages: int = Field(64, ge=0)
-    # convert --render-workers: worker processes rendering PDF pages (0 = cpu count, at most 8)
+    # convert --render-workers: worker processes rendering PDF pages (0 = the CPUs it may use, at most 8)
     render_workers: int = Field(0, ge=0)
     # how worker processes start: fork (Linux default), spawn or forkserver
     mp_start: str | None = None
@@ -83,7 +83,7 @@ class Settings(BaseSettings):
     ray_child_start: str | None = None
     # the vllm executable `ocrserve serve` starts
     vllm_bin: str = "vllm"
-    # worker processes for the lite engine (0 = cpu count, at most 8)
+    # worker processes for the lite engine (0 = the CPUs it may use, at most 8)
     lite_workers: int = 0
     # RapidOCR loaded when a lite worker starts (true) or on the first page that needs OCR (false); unset:
     # the long-lived services (API, MCP) load it at start, a conversion when a page needs it (a text-layer

@@ -25,10 +25,19 @@ from ocrserve.errors import OcrserveError
 log = logging.getLogger(__name__)
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity (a container's cpuset, `taskset`), where the OS tells it,
+    else the machine's CPU count. Workers are sized by it: 8 processes on 2 allowed cores only contend."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # no affinity API (macOS, Windows)
+        return os.cpu_count() or 1
+
+
 def default_workers(requested: int = 0, cap: int = 8) -> int:
     if requested and requested > 0:
         return requested
-    return max(1, min(cap, os.cpu_count() or 1))
+    return max(1, min(cap, usable_cpus()))
 
 
 def default_start_method() -> str:
@@ -360,7 +369,7 @@ class ResilientPool:
 def run_pool(settings, workers: int | None = None, initializer=None, initargs=()) -> ResilientPool:
     """The worker pool of a run or a service, made here only: rendering, parsing, and the pages of an engine
     that runs them in the run's pool (lite). `workers` processes (None: settings' render_workers; unset or
-    0: the CPU count, at most 8), settings' start method and task timeout (OCRSERVE_RENDER_TIMEOUT_S)."""
+    0: the CPUs it may use, at most 8), settings' start method and task timeout (OCRSERVE_RENDER_TIMEOUT_S)."""
     return ResilientPool(
         default_workers(settings.render_workers if workers is None else workers, cap=8),
         initializer,

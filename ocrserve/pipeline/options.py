@@ -150,7 +150,7 @@ class ConvertOptions(BaseModel):
         ge=1,
     )
     render_workers: int | None = option(
-        None, "page-rendering processes (0: the CPU count, at most 8)", cli=("--render-workers",), env=True, ge=0
+        None, "page-rendering processes (0: the CPUs it may use, at most 8)", cli=("--render-workers",), env=True, ge=0
     )
     prefetch_pages: int | None = option(
         None, "rendered pages allowed to wait ahead of the engine (a memory bound)", env=True, ge=0

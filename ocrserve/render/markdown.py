@@ -301,6 +301,8 @@ def _cell(s: str) -> str:
 
 
 def _squeeze(s: str) -> str:
+    if "\n" not in s and "  " not in s:  # nothing below can match (most inline runs): as it is
+        return s
     s = re.sub(r"[ \t]+\n", "\n", s)
     if "```" not in s:
         s = re.sub(r"\n[ \t]+(?=\S)(?![-*+] |\d+\. )", "\n", s)  # indentation of list items stays

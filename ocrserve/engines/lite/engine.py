@@ -19,7 +19,6 @@ import concurrent.futures as cf
 import logging
 import math
 import multiprocessing as mp
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -45,6 +44,7 @@ from ocrserve.ingest.pool import (
     WorkerTimeout,
     kill_workers,
     retire,
+    usable_cpus,
     widen_pipes,
     worker_processes,
 )
@@ -230,7 +230,7 @@ class LiteEngine(Engine):
 
     def pool_workers(self) -> tuple[int, Callable[..., None], tuple]:
         """`workers` processes, each with RapidOCR's threads (the CPUs shared by the workers), warmed or not."""
-        return self.workers, _worker_init, (max(1, (os.cpu_count() or 1) // self.workers), self.warm)
+        return self.workers, _worker_init, (max(1, usable_cpus() // self.workers), self.warm)
 
     def use_pool(self, pool: ResilientPool) -> None:
         """Pages go to `pool` (a run's, made with pool_workers' initializer; the run closes it), not to workers

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from typing import Literal
 
 from pydantic import Field
 
 from ocrserve.engines.base import EngineOptions
+from ocrserve.ingest.pool import usable_cpus
 
 
 class LiteEngineOptions(EngineOptions):
@@ -21,7 +21,7 @@ class LiteEngineOptions(EngineOptions):
     }
 
     workers: int | None = Field(
-        None, ge=0, description="worker processes, one page each at a time (unset or 0: the CPU count, at most 8)"
+        None, ge=0, description="worker processes, one page each at a time (unset or 0: the CPUs it may use, at most 8)"
     )
     warm: bool | None = Field(
         None,
@@ -47,5 +47,5 @@ class LiteEngineOptions(EngineOptions):
 
 
 def default_workers(workers: int | None) -> int:
-    """The worker processes for `workers` (unset or 0: the CPU count, at most 8)."""
-    return max(1, int(workers or 0) or min(os.cpu_count() or 1, 8))
+    """The worker processes for `workers` (unset or 0: the CPUs it may use, at most 8)."""
+    return max(1, int(workers or 0) or min(usable_cpus(), 8))
