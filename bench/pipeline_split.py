@@ -186,9 +186,9 @@ def main() -> None:
     a.out.mkdir(parents=True, exist_ok=True)
     _timing_pool()
     runs = []
+    cpus = {int(c) for c in a.client_cpus.split(",") if c.strip()} or None
     for _ in range(a.rounds):
         with tempfile.TemporaryDirectory(prefix="split-") as tmp:
-            cpus = {int(c) for c in a.client_cpus.split(",") if c.strip()} or None
             runs.append(
                 run(a.model, a.pages, a.concurrency, Path(tmp), a.profile, a.perf, a.render_workers, a.delay_s, cpus)
             )

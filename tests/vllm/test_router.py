@@ -177,7 +177,7 @@ def test_merge_metrics_groups_each_family():
 
 def test_the_router_relays_through_httpx2():
     # httpx 0.x's pool walks its connection list for each request: with a GPU host's pages in flight that was
-    # several ms of the router's CPU a page (bench/results/router-overhead-cpu/)
+    # several ms of the router's CPU a page (bench/results/router-http2x-2026-12-07/)
     assert router_httpx.__name__ == "httpx2"
     assert isinstance(Router(["http://a"]).client, router_httpx.AsyncClient)
 

@@ -7,7 +7,7 @@ from typing import Literal
 from pydantic import Field
 
 from ocrserve.engines.base import EngineOptions
-from ocrserve.ingest.pool import usable_cpus
+from ocrserve.ingest import pool
 
 
 class LiteEngineOptions(EngineOptions):
@@ -47,5 +47,5 @@ class LiteEngineOptions(EngineOptions):
 
 
 def default_workers(workers: int | None) -> int:
-    """The worker processes for `workers` (unset or 0: the CPUs it may use, at most 8)."""
-    return max(1, int(workers or 0) or min(usable_cpus(), 8))
+    """The worker processes for `workers` (unset or 0: the CPUs it may use, at most 8): the render pool's rule."""
+    return pool.default_workers(int(workers or 0), cap=8)
